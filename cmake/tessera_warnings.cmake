@@ -1,0 +1,8 @@
+# Warning and optimization flags shared by every tessera target.
+add_library(tessera_flags INTERFACE)
+target_compile_options(tessera_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare>)
+# Kernels need the vectorizer and may assume no errno from math functions; NaN/Inf semantics stay.
+add_library(tessera_kernel_flags INTERFACE)
+target_compile_options(tessera_kernel_flags INTERFACE
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O3 -fno-math-errno -fno-trapping-math -march=x86-64-v3 -mtune=generic>)

@@ -1,0 +1,11 @@
+// Everything a tessera user needs: `#include <tessera/tessera.h>` and `namespace ts = tessera;`.
+#pragma once
+#include "tessera/device.h"
+#include "tessera/dtype.h"
+#include "tessera/error.h"
+#include "tessera/functions.h"
+#include "tessera/generator.h"
+#include "tessera/scalar.h"
+#include "tessera/shape.h"
+#include "tessera/tensor.h"
+#include "tessera/safetensors.h"

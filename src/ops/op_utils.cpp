@@ -1,0 +1,53 @@
+#include "ops/op_utils.h"
+
+#include "ops/copy_kernel.h"
+
+namespace tessera {
+
+void check_defined(const char* op, const Tensor& t, const char* arg) {
+  TS_CHECK(t.defined(), ValueError, op, ": argument '", arg, "' is an undefined tensor");
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t || !t->defined()) continue;
+    if (!first) { first = t; continue; }
+    TS_CHECK(t->device() == first->device(), DeviceError, op,
+             ": expected all tensors to be on the same device, but found at least two devices, ",
+             first->device().str(), " and ", t->device().str());
+  }
+}
+
+Tensor& prepare_out(const char* op, Tensor& out, const Shape& sizes, DType dtype, Device device) {
+  check_defined(op, out, "out");
+  TS_CHECK(out.device() == device, DeviceError, op, ": out= tensor is on ", out.device().str(),
+           " but the result is on ", device.str());
+  TS_CHECK(can_cast(dtype, out.dtype()), DTypeError, op, ": result type ", dtype_name(dtype),
+           " can't be cast to the desired output type ", dtype_name(out.dtype()));
+  if (out.sizes() != sizes) {
+    TS_CHECK(out.numel() == 0, ShapeError, op, ": out= tensor has shape ", out.sizes(),
+             " but the result has shape ", sizes, " (only an empty out= tensor is resized)");
+    Tensor fresh = make_empty(sizes, out.dtype(), out.device());
+    out.impl()->reset_storage(fresh.impl()->storage(), sizes, contiguous_strides(sizes), 0);
+  }
+  return out;
+}
+
+Tensor cast_to(const Tensor& t, DType d) { return t.dtype() == d ? t : t.to(d); }
+
+void write_out(Tensor& out, const Tensor& result) {
+  if (result.is_same(out)) return;
+  out.copy_(result);
+}
+
+void check_writable(const char* op, const Tensor& out) {
+  for (int64_t i = 0; i < out.dim(); ++i)
+    TS_CHECK(out.strides()[i] != 0 || out.sizes()[i] <= 1, ValueError, op,
+             ": unsupported operation: more than one element of the written-to tensor refers to a single "
+             "memory location. Please clone() the tensor before performing the operation.");
+}
+
+Scalar scalar_from_tensor(const Tensor& t) { return t.item(); }
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+// Storage: a reference-counted block of device memory that tensors view. The version counter lives
+// here so that every view of the same memory sees in-place changes (autograd checks it).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "runtime/allocator.h"
+
+namespace tessera {
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  // Wraps existing memory (e.g. a memory-mapped file) that `data` owns.
+  Storage(DataPtr data, size_t nbytes, Device device);
+
+  void* data() const { return data_.get(); }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  DataPtr data_;
+  size_t nbytes_;
+  Device device_;
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace tessera

@@ -1,0 +1,79 @@
+#include "tensor/tensor_impl.h"
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape strides, int64_t offset)
+    : storage_(std::move(storage)), dtype_(dtype), sizes_(std::move(sizes)), strides_(std::move(strides)), offset_(offset) {
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  numel_ = numel_of(sizes_);
+  contiguous_ = is_contiguous_layout(sizes_, strides_);
+}
+
+void TensorImpl::set_layout(Shape sizes, Shape strides, int64_t offset) {
+  TS_CHECK(sizes.size() == strides.size(), ShapeError, "set_layout: ", sizes.size(), " sizes but ",
+           strides.size(), " strides");
+  int64_t extent = storage_extent(sizes, strides);
+  TS_CHECK(offset >= 0 && (extent == 0 || (offset + extent) * static_cast<int64_t>(element_size(dtype_)) <=
+                                                static_cast<int64_t>(storage_->nbytes())),
+           IndexError, "set_layout: sizes ", sizes, " strides ", strides, " offset ", offset,
+           " reach past the storage of ", storage_->nbytes(), " bytes");
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  offset_ = offset;
+  refresh();
+}
+
+bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+int64_t storage_extent(const Shape& sizes, const Shape& strides) {
+  int64_t hi = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return 0;
+    int64_t step;
+    TS_CHECK(!__builtin_mul_overflow(sizes[i] - 1, strides[i], &step) && !__builtin_add_overflow(hi, step, &hi),
+             ValueError, "layout with sizes ", sizes, " and strides ", strides, " overflows int64");
+  }
+  return hi + 1;
+}
+
+Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
+  int64_t n = numel_of(sizes);
+  int64_t bytes;
+  TS_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(element_size(dtype)), &bytes), ValueError,
+           "empty: ", n, " elements of ", dtype_name(dtype), " overflow the addressable size");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, contiguous_strides(sizes), 0));
+}
+
+Tensor make_empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
+  TS_CHECK(sizes.size() == strides.size(), ShapeError, "empty_strided: ", sizes.size(), " sizes but ",
+           strides.size(), " strides");
+  for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "empty_strided: negative stride in ", strides);
+  numel_of(sizes);
+  int64_t extent = storage_extent(sizes, strides);
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(extent) * element_size(dtype), device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+  TensorImpl* b = base.impl();
+  auto impl = std::make_shared<TensorImpl>(b->storage(), b->dtype(), Shape{}, Shape{}, b->storage_offset());
+  impl->set_layout(std::move(sizes), std::move(strides), offset);
+  return Tensor(std::move(impl));
+}
+
+}  // namespace tessera

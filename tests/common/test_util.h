@@ -1,0 +1,45 @@
+// Shared test helpers: per-dtype tolerances (DESIGN.md "Testing"), comparison against a float64
+// reference, and the input layouts every op is tested on (contiguous, transposed, sliced with a step,
+// broadcast, zero-size, scalar).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera::testing {
+
+struct Tolerance {
+  double rtol, atol;
+};
+// float32 1.3e-6/1e-5, float16 1e-3/1e-5, bfloat16 1.6e-2/1e-5, float64 1e-7/1e-7, integers exact.
+Tolerance tolerance_for(DType t);
+
+// Asserts that `actual` equals `expected` (any dtype, converted to float64) elementwise within `tol`
+// (|a - e| <= atol + rtol * |e|), with NaNs equal to NaNs and infinities equal to the same infinity.
+// Sizes must match exactly. Reports the first few mismatches with their index.
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected, Tolerance tol);
+::testing::AssertionResult all_close(const Tensor& actual, const Tensor& expected);  // tol of actual's dtype
+
+// Deterministic random test data (float64 values, then cast): normal(0, 1) floats, or integers in
+// [lo, hi) for integral dtypes; bool alternates by a hash.
+Tensor test_data(const Shape& sizes, DType dtype, uint64_t seed = 1, double lo = -5, double hi = 5);
+
+// A layout variant of a tensor with the same values as `contiguous_value` (which must be contiguous):
+struct Layout {
+  std::string name;
+  // Makes a tensor with `sizes` filled from `make(sizes)` but stored in this layout.
+  std::function<Tensor(const Tensor& contiguous_value)> apply;
+};
+// contiguous; transposed (last two dims swapped in memory); sliced with step 2 from a larger buffer.
+std::vector<Layout> layouts();
+
+// The dtypes of each family, for parameterized loops.
+std::vector<DType> float_dtypes();       // float16, bfloat16, float32, float64
+std::vector<DType> all_dtypes();         // all nine
+std::vector<DType> integral_dtypes();    // uint8, int8, int32, int64
+
+}  // namespace tessera::testing

@@ -1,0 +1,138 @@
+// Views share storage and compute the layouts PyTorch does; errors name the op.
+#include "common/test_util.h"
+
+namespace ts = tessera;
+using namespace tessera::testing;
+
+TEST(Views, ViewSharesStorage) {
+  ts::Tensor a = ts::arange(12).to(ts::kFloat32);
+  ts::Tensor b = a.view({3, 4});
+  EXPECT_TRUE(b.is_alias_of(a));
+  EXPECT_EQ(b.sizes(), (ts::Shape{3, 4}));
+  EXPECT_EQ(b.strides(), (ts::Shape{4, 1}));
+  b.select(0, 1).fill_(7);
+  EXPECT_EQ(a.tolist<float>()[4], 7.0f);
+}
+
+TEST(Views, ViewInfersMinusOne) {
+  ts::Tensor a = ts::zeros({2, 3, 4});
+  EXPECT_EQ(a.view({-1, 4}).sizes(), (ts::Shape{6, 4}));
+  EXPECT_THROW(a.view({-1, -1}), ts::ShapeError);
+  EXPECT_THROW(a.view({5, 5}), ts::ShapeError);
+}
+
+TEST(Views, ViewOnIncompatibleStridesSuggestsReshape) {
+  ts::Tensor a = ts::zeros({4, 6}).t();
+  try {
+    a.view({24});
+    FAIL() << "expected ShapeError";
+  } catch (const ts::ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("reshape"), std::string::npos) << e.what();
+  }
+  ts::Tensor r = a.reshape({24});
+  EXPECT_FALSE(r.is_alias_of(a));
+  EXPECT_EQ(r.sizes(), (ts::Shape{24}));
+}
+
+TEST(Views, PermuteTransposeExpand) {
+  ts::Tensor a = ts::zeros({2, 3, 4});
+  ts::Tensor p = a.permute({2, 0, 1});
+  EXPECT_EQ(p.sizes(), (ts::Shape{4, 2, 3}));
+  EXPECT_EQ(p.strides(), (ts::Shape{1, 12, 4}));
+  EXPECT_THROW(a.permute({0, 0, 1}), ts::ShapeError);
+  EXPECT_THROW(a.permute({0, 1}), ts::ShapeError);
+  ts::Tensor e = ts::zeros({3, 1}).expand({2, 3, 5});
+  EXPECT_EQ(e.strides(), (ts::Shape{0, 1, 0}));
+  EXPECT_THROW(ts::zeros({3, 2}).expand({3, 4}), ts::ShapeError);
+  EXPECT_THROW(a.transpose(0, 3), ts::IndexError);
+}
+
+TEST(Views, SliceWithStepSelectNarrow) {
+  ts::Tensor a = ts::arange(10);
+  ts::Tensor s = a.slice(0, 1, 9, 3);  // 1, 4, 7
+  EXPECT_EQ(s.tolist<int64_t>(), (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_EQ(s.storage_offset(), 1);
+  EXPECT_EQ(s.stride(0), 3);
+  EXPECT_EQ(a.slice(0, -3).tolist<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(a.narrow(0, 2, 3).tolist<int64_t>(), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_THROW(a.narrow(0, 8, 3), ts::IndexError);
+  EXPECT_THROW(a.select(0, 10), ts::IndexError);
+  EXPECT_EQ(a.select(0, -1).item<int64_t>(), 9);
+  EXPECT_THROW(a.slice(0, 0, 5, 0), ts::ValueError);
+}
+
+TEST(Views, SqueezeUnsqueezeFlattenUnflatten) {
+  ts::Tensor a = ts::zeros({2, 1, 3, 1});
+  EXPECT_EQ(a.squeeze().sizes(), (ts::Shape{2, 3}));
+  EXPECT_EQ(a.squeeze(1).sizes(), (ts::Shape{2, 3, 1}));
+  EXPECT_EQ(a.squeeze(0).sizes(), (ts::Shape{2, 1, 3, 1}));
+  EXPECT_EQ(a.unsqueeze(-1).sizes(), (ts::Shape{2, 1, 3, 1, 1}));
+  EXPECT_EQ(a.flatten().sizes(), (ts::Shape{6}));
+  EXPECT_EQ(a.flatten(1, 2).sizes(), (ts::Shape{2, 3, 1}));
+  EXPECT_EQ(ts::zeros({6, 4}).unflatten(0, {2, -1}).sizes(), (ts::Shape{2, 3, 4}));
+  EXPECT_THROW(ts::zeros({6}).unflatten(0, {4, -1}), ts::ShapeError);
+}
+
+TEST(Views, DiagonalAndAsStrided) {
+  ts::Tensor a = ts::arange(12).view({3, 4});
+  EXPECT_EQ(a.diagonal().tolist<int64_t>(), (std::vector<int64_t>{0, 5, 10}));
+  EXPECT_EQ(a.diagonal(1).tolist<int64_t>(), (std::vector<int64_t>{1, 6, 11}));
+  EXPECT_EQ(a.diagonal(-1).tolist<int64_t>(), (std::vector<int64_t>{4, 9}));
+  ts::Tensor w = a.as_strided({2, 2}, {1, 4}, 1);
+  EXPECT_EQ(w.contiguous().tolist<int64_t>(), (std::vector<int64_t>{1, 5, 2, 6}));
+  EXPECT_THROW(a.as_strided({4, 4}, {4, 1}), ts::IndexError);  // past the storage
+}
+
+TEST(Views, ContiguousCloneAndCopyBetweenDTypes) {
+  ts::Tensor a = ts::arange(6).view({2, 3}).t();
+  EXPECT_FALSE(a.is_contiguous());
+  ts::Tensor c = a.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(c.tolist<int64_t>(), (std::vector<int64_t>{0, 3, 1, 4, 2, 5}));
+  for (ts::DType d : all_dtypes()) {
+    ts::Tensor x = a.to(d);
+    EXPECT_EQ(x.dtype(), d);
+    ts::Tensor back = x.to(ts::kInt64);
+    if (d == ts::kBool) EXPECT_EQ(back.tolist<int64_t>(), (std::vector<int64_t>{0, 1, 1, 1, 1, 1}));
+    else EXPECT_EQ(back.tolist<int64_t>(), (std::vector<int64_t>{0, 3, 1, 4, 2, 5}));
+  }
+}
+
+TEST(Views, ScalarAndZeroSize) {
+  ts::Tensor s = ts::scalar_tensor(3.5);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.item<double>(), 3.5);
+  ts::Tensor z = ts::zeros({0, 3});
+  EXPECT_EQ(z.numel(), 0);
+  EXPECT_EQ(z.view({3, 0}).sizes(), (ts::Shape{3, 0}));
+  EXPECT_THROW(z.item(), ts::ValueError);
+  EXPECT_EQ(z.clone().numel(), 0);
+}
+
+TEST(Views, MetaDeviceHasShapesOnly) {
+  ts::Tensor m = ts::empty({2, 3}, "meta");
+  EXPECT_TRUE(m.is_meta());
+  EXPECT_EQ(m.t().sizes(), (ts::Shape{3, 2}));
+  EXPECT_THROW(m.data_ptr(), ts::DeviceError);
+  EXPECT_THROW(m.item(), ts::DeviceError);
+}
+
+TEST(Views, HalfAndBFloat16RoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 1e-7f, 3.14159f, 1e30f}) {
+    EXPECT_EQ(float(ts::Half(float(ts::Half(f)))), float(ts::Half(f)));
+    EXPECT_EQ(float(ts::BFloat16(float(ts::BFloat16(f)))), float(ts::BFloat16(f)));
+  }
+  EXPECT_EQ(float(ts::Half(1.0f)), 1.0f);
+  EXPECT_EQ(float(ts::Half(65520.0f)), INFINITY);  // rounds past max
+  EXPECT_EQ(float(ts::BFloat16(1.00390625f)), 1.0f);  // ties to even
+  EXPECT_EQ(float(ts::Half(5.960464477539063e-08f)), 5.960464477539063e-08f);  // smallest subnormal
+}
+
+TEST(TypePromotion, MatchesPyTorch) {
+  EXPECT_EQ(ts::promote_types(ts::kInt32, ts::kFloat16), ts::kFloat16);
+  EXPECT_EQ(ts::promote_types(ts::kFloat16, ts::kBFloat16), ts::kFloat32);
+  EXPECT_EQ(ts::promote_types(ts::kBool, ts::kUInt8), ts::kUInt8);
+  EXPECT_EQ(ts::promote_types(ts::kInt64, ts::kFloat32), ts::kFloat32);
+  EXPECT_EQ(ts::promote_types(ts::kInt8, ts::kInt64), ts::kInt64);
+}
