@@ -6,6 +6,24 @@ namespace tessera::cpu {
 
 void register_copy();
 void register_threads();
+
+// family elementwise: declare register_elementwise() on the next line
+
+
+// family reduce: declare register_reduce() on the next line
+
+
+// family linalg: declare register_linalg() on the next line
+
+
+// family index: declare register_index() on the next line
+
+
+// family shape_ops: declare register_shape_ops() on the next line
+
+
+// family random: declare register_random() on the next line
+
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu

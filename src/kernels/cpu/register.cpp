@@ -6,6 +6,19 @@ namespace tessera::cpu {
 void register_cpu_kernels() {
   register_copy();
   register_threads();
+
+  // family elementwise: call register_elementwise() on the next line
+
+  // family reduce: call register_reduce() on the next line
+
+  // family linalg: call register_linalg() on the next line
+
+  // family index: call register_index() on the next line
+
+  // family shape_ops: call register_shape_ops() on the next line
+
+  // family random: call register_random() on the next line
+
 }
 
 }  // namespace tessera::cpu
