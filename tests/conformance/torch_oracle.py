@@ -1,0 +1,91 @@
+"""PyTorch side of the conformance suite: reads the inputs tessera wrote, evaluates each case's torch
+expression once, writes the outputs. One process per suite run.
+
+usage: torch_oracle.py INPUTS.safetensors OUTPUTS.safetensors
+The inputs file's __metadata__ maps "case:<name>" to a JSON object {"expr": str, "n": number of inputs};
+inputs are named "<name>/in<i>". Outputs are written as "<name>/out<j>"; a case that raises in PyTorch
+gets "<name>" -> error text in the outputs' __metadata__ (tessera's side then expects an error too).
+The safetensors format is read and written here with the standard library so that only torch is needed.
+"""
+import json
+import struct
+import sys
+
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+CODES = {v: k for k, v in DTYPES.items()}
+
+
+def read(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        buf = bytearray(data[base + b:base + e])
+        dt = DTYPES[info["dtype"]]
+        t = torch.frombuffer(buf, dtype=dt) if buf else torch.empty(0, dtype=dt)
+        tensors[name] = t.reshape(info["shape"])
+    return tensors, meta
+
+
+def write(path, tensors, meta):
+    header, chunks, off = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    header["__metadata__"] = meta
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for c in chunks:
+            f.write(c)
+
+
+def as_tensors(r):
+    if isinstance(r, torch.Tensor):
+        return [r]
+    if isinstance(r, (bool, int, float)):
+        return [torch.tensor(r)]
+    if isinstance(r, (tuple, list)):
+        out = []
+        for x in r:
+            out.extend(as_tensors(x))
+        return out
+    raise TypeError(f"unsupported result type {type(r)}")
+
+
+def main():
+    inputs, meta = read(sys.argv[1])
+    outputs, errors = {}, {}
+    torch.manual_seed(0)
+    for key, spec in meta.items():
+        if not key.startswith("case:"):
+            continue
+        name = key[5:]
+        spec = json.loads(spec)
+        x = [inputs[f"{name}/in{i}"] for i in range(spec["n"])]
+        try:
+            r = eval(spec["expr"], {"torch": torch, "F": F, "x": x, "inf": float("inf"), "nan": float("nan")})
+            for j, t in enumerate(as_tensors(r)):
+                outputs[f"{name}/out{j}"] = t
+        except Exception as e:  # recorded: tessera must raise as well
+            errors[name] = f"{type(e).__name__}: {e}"
+    meta_out = {"torch_version": torch.__version__}
+    meta_out.update({f"error:{k}": v for k, v in errors.items()})
+    write(sys.argv[2], outputs, meta_out)
+
+
+if __name__ == "__main__":
+    main()
