@@ -138,3 +138,59 @@ TEST(TypePromotion, MatchesPyTorch) {
   EXPECT_EQ(ts::promote_types(ts::kInt64, ts::kFloat32), ts::kFloat32);
   EXPECT_EQ(ts::promote_types(ts::kInt8, ts::kInt64), ts::kInt64);
 }
+
+TEST(Errors, NumelOverflowIsValueError) {
+  EXPECT_THROW(ts::empty({int64_t(1) << 40, int64_t(1) << 40}), ts::ValueError);
+  EXPECT_THROW(ts::empty({int64_t(1) << 62, 4}, "meta"), ts::ValueError);
+  EXPECT_THROW(ts::empty({-1, 3}), ts::ShapeError);
+}
+
+TEST(Errors, DeviceParsing) {
+  EXPECT_EQ(ts::Device("cuda:1").index(), 1);
+  EXPECT_EQ(ts::Device("cuda").index(), 0);
+  EXPECT_TRUE(ts::Device("meta").is_meta());
+  EXPECT_THROW(ts::Device("gpu"), ts::ValueError);
+  EXPECT_THROW(ts::Device("cuda:x"), ts::ValueError);
+  EXPECT_THROW(ts::Device("cpu:3"), ts::ValueError);
+}
+
+TEST(Errors, CudaWithoutBackendIsDeviceError) {
+  // This build has no CUDA backend: allocating on a GPU must say so rather than crash.
+  EXPECT_THROW(ts::empty({2}, "cuda"), ts::DeviceError);
+}
+
+TEST(Errors, DataPtrDTypeMismatch) {
+  ts::Tensor t = ts::zeros({2});
+  EXPECT_THROW(t.data_ptr<double>(), ts::DTypeError);
+  EXPECT_NO_THROW(t.data_ptr<float>());
+}
+
+TEST(Errors, CopyBroadcastMismatchNamesOp) {
+  ts::Tensor a = ts::zeros({3, 4});
+  try {
+    a.copy_(ts::zeros({3, 5}));
+    FAIL();
+  } catch (const ts::ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("copy_"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ts::zeros({3}).expand({2, 3}).fill_(1), ts::ValueError);  // writes into an expanded tensor
+}
+
+TEST(Views, ViewAsOtherDType) {
+  ts::Tensor a = ts::full({2}, 1.0f);
+  ts::Tensor b = a.view(ts::kInt32);
+  EXPECT_EQ(b.tolist<int32_t>()[0], 0x3f800000);
+  EXPECT_THROW(a.view(ts::kFloat64), ts::DTypeError);
+}
+
+TEST(Views, SplitChunkUnbind) {
+  ts::Tensor a = ts::arange(10);
+  auto parts = a.split(4);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].tolist<int64_t>(), (std::vector<int64_t>{8, 9}));
+  auto ch = a.chunk(3);
+  ASSERT_EQ(ch.size(), 3u);
+  EXPECT_EQ(ch[0].numel(), 4);
+  EXPECT_THROW(a.split(std::vector<int64_t>{3, 3}), ts::ShapeError);
+  EXPECT_EQ(a.view({2, 5}).unbind(1).size(), 5u);
+}
