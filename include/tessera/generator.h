@@ -1,6 +1,7 @@
 // Random number generators. tessera draws every random number from a counter-based Philox4x32-10
-// stream: element i of a random op takes its bits from counter (offset + i), so the numbers depend on
-// the seed and the offset only, never on thread count, chunking or device (Note [Philox stream]).
+// stream: element i of a random op takes its bits from counter block (offset + i / E), E elements per
+// block, so the numbers depend on the seed and the offset only, never on thread count, chunking or
+// device (Note [Philox stream] in src/runtime/philox.h).
 #pragma once
 #include <cstdint>
 #include <memory>

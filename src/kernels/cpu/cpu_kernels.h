@@ -23,7 +23,7 @@ void register_threads();
 
 
 // family random: declare register_random() on the next line
-
+void register_random();
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu

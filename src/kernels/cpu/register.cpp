@@ -18,7 +18,7 @@ void register_cpu_kernels() {
   // family shape_ops: call register_shape_ops() on the next line
 
   // family random: call register_random() on the next line
-
+  register_random();
 }
 
 }  // namespace tessera::cpu
