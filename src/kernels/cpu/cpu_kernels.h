@@ -17,7 +17,7 @@ void register_threads();
 
 
 // family index: declare register_index() on the next line
-
+void register_index();
 
 // family shape_ops: declare register_shape_ops() on the next line
 

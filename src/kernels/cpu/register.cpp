@@ -14,7 +14,7 @@ void register_cpu_kernels() {
   // family linalg: call register_linalg() on the next line
 
   // family index: call register_index() on the next line
-
+  register_index();
   // family shape_ops: call register_shape_ops() on the next line
 
   // family random: call register_random() on the next line
