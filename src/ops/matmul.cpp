@@ -205,7 +205,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
-  OpScope scope("linear", {&x, &weight, bp});
+  static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
+  OpScope scope("linear", {&x, &weight, bp ? bp : &kNoBias});
   check_defined("linear", x, "input");
   check_defined("linear", weight, "weight");
   check_same_device("linear", {&x, &weight, bp});

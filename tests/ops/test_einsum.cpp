@@ -161,6 +161,13 @@ TEST(Einsum, ScalarOperandAndSpaces) {
   std::vector<double> mv = m.tolist<double>(), rv = r.tolist<double>();
   ASSERT_EQ(rv.size(), mv.size());
   for (size_t i = 0; i < mv.size(); ++i) EXPECT_DOUBLE_EQ(rv[i], 2.5 * mv[i]);
+  ts::Tensor p = ts::einsum(",->", {s, s});
+  EXPECT_EQ(p.dim(), 0);
+  EXPECT_DOUBLE_EQ(p.item<double>(), 6.25);
+  EXPECT_DOUBLE_EQ(ts::einsum("->", {s}).item<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(ts::einsum("...,...", {s, s}).item<double>(), 6.25);
+  ts::Tensor v = data({4}, ts::kFloat64, 39);
+  EXPECT_TRUE(all_close(ts::einsum("i,->i", {v, s}), ref_einsum("i,x->i", {v, s.reshape({1})})));
   ts::Tensor a = data({3, 4}, ts::kFloat64, 37), b = data({4, 2}, ts::kFloat64, 38);
   EXPECT_TRUE(all_close(ts::einsum(" ij , jk -> ik ", {a, b}), ref_einsum("ij,jk->ik", {a, b})));
 }

@@ -92,6 +92,24 @@ TEST(Matmul, MmEveryDtypeAndLayout) {
       }
 }
 
+TEST(Matmul, MmTinyShapesEveryLayout) {
+  // Sizes 1 and 2 are where a stride stops mattering (size 1) or nearly looks unit (size 2): the
+  // layout choice between a BLAS leading dimension and a copy must still read the right elements.
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kFloat16, ts::kInt64})
+    for (int64_t m : {1, 2, 3})
+      for (int64_t k : {1, 2, 3})
+        for (int64_t n : {1, 2, 3})
+          for (const Layout& la : layouts())
+            for (const Layout& lb : layouts()) {
+              SCOPED_TRACE(std::string(dtype_name(dt)) + " " + la.name + " x " + lb.name + " m" + std::to_string(m) +
+                           " k" + std::to_string(k) + " n" + std::to_string(n));
+              ts::Tensor a = la.apply(data({m, k}, dt, 50)), b = lb.apply(data({k, n}, dt, 51));
+              ASSERT_TRUE(close_k(ts::mm(a, b), ref_matmul(a, b), k));
+              ts::Tensor a3 = la.apply(data({2, m, k}, dt, 52)), b3 = lb.apply(data({2, k, n}, dt, 53));
+              ASSERT_TRUE(close_k(ts::bmm(a3, b3), ref_matmul(a3, b3), k));
+            }
+}
+
 TEST(Matmul, MmLargeUsesBlasThreadsAndMatches) {
   for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kInt32})
     for (const Layout& la : layouts()) {
@@ -404,5 +422,19 @@ TEST(Matmul, GemmKernelTransposedAndStridedOutput) {
     ts::gemm_kernel(cs.device(), ts::GemmParams{a, b, cs, 1, beta});
     EXPECT_TRUE(close_k(cs, want, 5));
     EXPECT_TRUE(all_close(buf.slice(2, 1, 6, 2), ts::zeros({2, 4, 3}, ts::kFloat64)));  // gaps untouched
+  }
+}
+
+TEST(Matmul, GemmKernelBetaZeroDoesNotReadOutput) {
+  // BLAS must overwrite C when beta is 0, even where C holds NaN (fresh outputs hold garbage).
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kFloat16, ts::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ts::Tensor a = data({3, 4, 5}, dt, 43), b = data({3, 5, 2}, dt, 44);
+    ts::Tensor c = ts::full({3, 4, 2}, std::numeric_limits<double>::quiet_NaN(), dt);
+    ts::gemm_kernel(c.device(), ts::GemmParams{a, b, c, 1, 0});
+    EXPECT_TRUE(close_k(c, ref_matmul(a, b), 5));
+    ts::Tensor e = ts::full({3, 4, 2}, std::numeric_limits<double>::quiet_NaN(), dt);
+    ts::gemm_kernel(e.device(), ts::GemmParams{a.slice(2, 0, 0), b.slice(1, 0, 0), e, 1, 0});  // k = 0
+    EXPECT_TRUE(all_close(e, ts::zeros({3, 4, 2}, ts::kFloat64)));
   }
 }
