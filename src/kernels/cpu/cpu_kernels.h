@@ -14,7 +14,7 @@ void register_threads();
 
 
 // family linalg: declare register_linalg() on the next line
-
+void register_linalg();
 
 // family index: declare register_index() on the next line
 void register_index();

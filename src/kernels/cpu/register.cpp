@@ -12,7 +12,7 @@ void register_cpu_kernels() {
   // family reduce: call register_reduce() on the next line
 
   // family linalg: call register_linalg() on the next line
-
+  register_linalg();
   // family index: call register_index() on the next line
   register_index();
   // family shape_ops: call register_shape_ops() on the next line
