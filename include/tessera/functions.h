@@ -57,6 +57,10 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& t, int64_t dim, int64_t index);
 Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
 Tensor as_strided(const Tensor& t, const Shape& sizes, const Shape& strides, std::optional<int64_t> storage_offset = std::nullopt);
+// A copy of `base` (made contiguous) whose view (sizes, strides, storage offset) is overwritten with
+// `src`: the inverse of as_strided, as torch.as_strided_scatter.
+Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& sizes, const Shape& strides,
+                          int64_t storage_offset = 0);
 std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadcast_shapes");
 

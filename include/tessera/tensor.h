@@ -3,6 +3,7 @@
 // free function of the same name in functions.h (the op layer), so both spellings behave the same.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -21,6 +22,7 @@ namespace tessera {
 
 class TensorImpl;
 class Generator;
+class Node;
 class Tensor;
 using TensorList = std::vector<Tensor>;
 
@@ -250,6 +252,28 @@ class Tensor {
   Tensor& normal_(double mean = 0, double std = 1, Generator* gen = nullptr);
   Tensor& bernoulli_(double p = 0.5, Generator* gen = nullptr);
   Tensor& random_(int64_t from, int64_t to, Generator* gen = nullptr);  // integers in [from, to)
+
+  // ---- autograd (src/autograd) -----------------------------------------------------------------
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool requires_grad = true);  // floating-point tensors only
+  bool is_leaf() const;        // no grad_fn: made by the user, or does not require grad
+  Tensor grad() const;         // accumulated gradient of a leaf (or of a tensor that retains grad)
+  void set_grad(const Tensor& grad) const;
+  void zero_grad(bool set_to_none = true) const;
+  // Computes the gradient of this tensor (a scalar, or with `gradient` of its shape) w.r.t. the leaves.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
+  Tensor detach() const;       // same data, no history
+  Tensor& detach_();
+  void retain_grad() const;    // keep .grad() on a non-leaf
+  bool retains_grad() const;
+  std::shared_ptr<Node> grad_fn() const;
+  // A hook on the gradient of this tensor: returns a replacement gradient or an undefined tensor to
+  // keep it. Returns a handle for remove_hook.
+  uint64_t register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Runs after the gradient of this leaf has been accumulated into grad() (the hook of data parallel).
+  uint64_t register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
+  void remove_hook(uint64_t handle) const;
 
   // Printing in PyTorch's style: tensor([[1.0000, 2.5000], ...], dtype=float64).
   std::string str() const;

@@ -2,6 +2,7 @@
 // that need no kernel family of their own (empty, zeros, ones, full, *_like, tensor, from_blob).
 #include <cstring>
 
+#include "ops/autograd_hook.h"
 #include "ops/copy_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -41,6 +42,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_defined("copy_", *this, "self");
   check_defined("copy_", src, "src");
   broadcast_shapes(sizes(), src.sizes(), "copy_");
+  check_inplace("copy_", *this);
   Tensor s = src.expand(sizes());
   check_writable("copy_", *this);
   if (device() == src.device()) {
@@ -53,14 +55,17 @@ Tensor& Tensor::copy_(const Tensor& src) {
     copy_kernel(is_cpu() ? src.device() : device(), *this, s);
   }
   impl_->bump_version();
+  record_inplace("copy_", *this, {src});
   return *this;
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
   OpScope scope("fill_", {this});
+  check_inplace("fill_", *this);
   check_writable("fill_", *this);
   fill_kernel(device(), *this, value);
   impl_->bump_version();
+  record_inplace("fill_", *this, {});
   return *this;
 }
 

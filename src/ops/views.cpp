@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -69,6 +70,31 @@ std::optional<Shape> view_strides(const Shape& oldshape, const Shape& oldstride,
   return newstride;
 }
 
+// Records a view op whose derivative needs only the input's shape and the attrs.
+Tensor recorded(const char* op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
+  if (should_record({&self})) record_op(op, {self}, {out}, std::move(attrs));
+  return out;
+}
+
+// Records a view that picks elements by strides (slice, select, diagonal, as_strided). Its derivative
+// scatters the gradient into zeros of the input's shape through the same geometry, expressed relative
+// to a contiguous tensor of the input's shape: attrs.ints = [ndim, sizes..., strides..., offset].
+// `redo` applies the same view to such a tensor (a meta probe), which yields that geometry whatever
+// the input's own strides are.
+template <class Redo>
+Tensor recorded_strided(const char* op, const Tensor& self, Tensor out, Redo&& redo) {
+  if (!should_record({&self})) return out;
+  Tensor probe = make_empty(self.sizes(), self.dtype(), kMeta);
+  Tensor g = redo(probe);
+  OpAttrs attrs;
+  attrs.ints.push_back(g.dim());
+  attrs.ints.insert(attrs.ints.end(), g.sizes().begin(), g.sizes().end());
+  attrs.ints.insert(attrs.ints.end(), g.strides().begin(), g.strides().end());
+  attrs.ints.push_back(g.storage_offset());
+  record_op(op, {self}, {out}, std::move(attrs));
+  return out;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& sizes) const {
@@ -78,7 +104,7 @@ Tensor Tensor::view(const Shape& sizes) const {
   TS_CHECK(st.has_value(), ShapeError, "view: size ", shape, " is not compatible with input tensor's size ",
            this->sizes(), " and stride ", strides(),
            " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
-  return make_view(*this, shape, *st, storage_offset());
+  return recorded("view", *this, make_view(*this, shape, *st, storage_offset()));
 }
 
 Tensor Tensor::view(DType d) const {
@@ -92,7 +118,7 @@ Tensor Tensor::view(DType d) const {
 Tensor Tensor::reshape(const Shape& sizes) const {
   check_defined("reshape", *this, "self");
   Shape shape = infer_size("reshape", sizes, numel());
-  if (auto st = view_strides(this->sizes(), strides(), shape)) return make_view(*this, shape, *st, storage_offset());
+  if (auto st = view_strides(this->sizes(), strides(), shape)) return recorded("view", *this, make_view(*this, shape, *st, storage_offset()));
   return contiguous().view(shape);
 }
 
@@ -109,7 +135,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("permute", *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = dims});
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -117,13 +143,13 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   if (n == 0) {
     wrap_dim(dim0, n, "transpose");
     wrap_dim(dim1, n, "transpose");
-    return make_view(*this, sizes(), strides(), storage_offset());
+    return recorded("view", *this, make_view(*this, sizes(), strides(), storage_offset()));
   }
   int64_t a = wrap_dim(dim0, n, "transpose"), b = wrap_dim(dim1, n, "transpose");
   Shape sz = sizes(), st = strides();
   std::swap(sz[a], sz[b]);
   std::swap(st[a], st[b]);
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("transpose", *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = {a, b}});
 }
 
 Tensor Tensor::t() const {
@@ -154,7 +180,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
     sz[i] = want;
     st[i] = (have == 1 && want != 1) ? 0 : strides()[j];
   }
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("expand", *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::squeeze() const {
@@ -164,16 +190,16 @@ Tensor Tensor::squeeze() const {
       sz.push_back(sizes()[i]);
       st.push_back(strides()[i]);
     }
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   int64_t w = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[w] != 1) return make_view(*this, sizes(), strides(), storage_offset());
+  if (dim() == 0 || sizes()[w] != 1) return recorded("view", *this, make_view(*this, sizes(), strides(), storage_offset()));
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -182,7 +208,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = w < dim() ? sz[w] * st[w] : 1;
   sz.insert(sz.begin() + w, 1);
   st.insert(st.begin() + w, stride);
-  return make_view(*this, sz, st, storage_offset());
+  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -210,7 +236,8 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   Shape sz = sizes(), st = strides();
   sz[w] = (e - s + step - 1) / step;
   st[w] = strides()[w] * step;
-  return make_view(*this, sz, st, storage_offset() + s * strides()[w]);
+  return recorded_strided("slice", *this, make_view(*this, sz, st, storage_offset() + s * strides()[w]),
+                          [&](const Tensor& p) { return p.slice(w, s, e, step); });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -223,7 +250,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return make_view(*this, sz, st, storage_offset() + index * strides()[w]);
+  return recorded_strided("select", *this, make_view(*this, sz, st, storage_offset() + index * strides()[w]),
+                          [&](const Tensor& p) { return p.select(w, index); });
 }
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) const {
@@ -232,7 +260,12 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optiona
   for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "as_strided: negative strides are not supported, got ", strides);
   int64_t off = offset.value_or(storage_offset());
   TS_CHECK(off >= 0, ValueError, "as_strided: negative storage offset ", off);
-  return make_view(*this, sizes, strides, off);
+  if (should_record({this}))
+    TS_CHECK(is_contiguous(), NotImplementedError, "as_strided: the gradient through as_strided of a non-contiguous "
+             "tensor is not supported; call .contiguous() first");
+  return recorded_strided("as_strided", *this, make_view(*this, sizes, strides, off), [&](const Tensor& p) {
+    return p.as_strided(sizes, strides, off - storage_offset());
+  });
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -280,7 +313,8 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
     }
   sz.push_back(len);
   st.push_back(strides()[a] + strides()[b]);
-  return make_view(*this, sz, st, off);
+  return recorded_strided("diagonal", *this, make_view(*this, sz, st, off),
+                          [&](const Tensor& p) { return p.diagonal(offset, dim1, dim2); });
 }
 
 Tensor Tensor::movedim(int64_t source, int64_t destination) const {
@@ -361,6 +395,35 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors) shape = broadcast_shapes(shape, t.sizes(), "broadcast_tensors");
   std::vector<Tensor> out;
   for (const Tensor& t : tensors) out.push_back(t.expand(shape));
+  return out;
+}
+
+Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& sizes, const Shape& strides,
+                          int64_t offset) {
+  OpScope scope("as_strided_scatter", {&base, &src});
+  check_same_device("as_strided_scatter", {&base, &src});
+  Tensor out = make_empty(base.sizes(), base.dtype(), base.device());
+  {
+    // The copies below are this op's implementation, not steps to differentiate.
+    struct NoRecord {
+      bool prev = is_grad_enabled();
+      NoRecord() { set_grad_enabled(false); }
+      ~NoRecord() { set_grad_enabled(prev); }
+    } guard;
+    out.copy_(base);
+    Tensor region = out.as_strided(sizes, strides, offset);
+    TS_CHECK(region.sizes() == src.sizes(), ShapeError, "as_strided_scatter: src has shape ", src.sizes(),
+             " but the view has shape ", sizes);
+    region.copy_(src);
+  }
+  if (should_record({&base, &src})) {
+    OpAttrs attrs;
+    attrs.ints.push_back(static_cast<int64_t>(sizes.size()));
+    attrs.ints.insert(attrs.ints.end(), sizes.begin(), sizes.end());
+    attrs.ints.insert(attrs.ints.end(), strides.begin(), strides.end());
+    attrs.ints.push_back(offset);
+    record_op("as_strided_scatter", {base, src}, {out}, std::move(attrs));
+  }
   return out;
 }
 

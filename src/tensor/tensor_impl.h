@@ -10,6 +10,13 @@
 
 namespace tessera {
 
+// What the autograd layer keeps per tensor (gradient, grad_fn, hooks). Only `requires_grad` is
+// visible below autograd, so that ops can decide cheaply whether to record (Note [Autograd stage]).
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+  bool requires_grad = false;
+};
+
 class TensorImpl {
  public:
   TensorImpl(std::shared_ptr<Storage> storage, DType dtype, Shape sizes, Shape strides, int64_t offset);
@@ -37,8 +44,8 @@ class TensorImpl {
   }
   void bump_version() { storage_->bump_version(); }
 
-  // Slot for the autograd layer (gradient, grad_fn, hooks); opaque to every layer below it.
-  std::shared_ptr<void> autograd_meta;
+  // Set by the autograd layer for tensors that require grad or have a grad_fn; null otherwise.
+  std::unique_ptr<AutogradMetaBase> autograd_meta;
 
  private:
   void refresh();

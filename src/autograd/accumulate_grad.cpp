@@ -1,0 +1,34 @@
+#include "autograd/accumulate_grad.h"
+
+#include "tessera/functions.h"
+
+namespace tessera::autograd {
+
+AccumulateGrad::AccumulateGrad(const Tensor& leaf) : leaf_(leaf) {
+  slots.push_back({leaf.sizes(), leaf.dtype(), leaf.device()});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = std::move(grads[0]);
+  AutogradMeta& m = ensure_meta(leaf_);
+  for (auto& [id, hook] : m.leaf_hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  if (!g.defined()) return {};
+  if (!m.grad.defined()) {
+    // A gradient nobody else holds can become .grad as it is; otherwise keep a private copy so that
+    // later in-place accumulation does not write into someone else's tensor.
+    if (is_grad_enabled()) m.grad = g;                    // create_graph: keep the gradient's history
+    else if (g.impl_ptr().use_count() > 1) m.grad = g.clone();
+    else m.grad = g;
+  } else if (is_grad_enabled()) {
+    m.grad = add(m.grad, g);
+  } else {
+    m.grad.add_(g);
+  }
+  for (auto& [id, hook] : m.post_accumulate_hooks) hook(leaf_);
+  return {};
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,29 @@
+// Derivatives of the ops, one file per op family, each written with tessera ops so that it runs on
+// any device and is itself differentiable (Note [Autograd stage]). register_derivatives() fills the
+// table at start-up.
+#pragma once
+#include "autograd/graph.h"
+#include "autograd/op_node.h"
+#include "tessera/functions.h"
+
+namespace tessera::autograd {
+
+void register_derivatives();
+
+// family registration functions: declare yours after its comment line
+void register_view_derivatives();
+
+// family elementwise
+
+// family reduce
+
+// family linalg
+
+// family index
+
+// family shape_ops
+
+// Shorthands for derivative files.
+inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }
+
+}  // namespace tessera::autograd

@@ -1,0 +1,20 @@
+#include "autograd/derivatives/derivatives.h"
+
+namespace tessera::autograd {
+
+void register_derivatives() {
+  register_view_derivatives();
+
+  // family elementwise
+
+  // family reduce
+
+  // family linalg
+
+  // family index
+
+  // family shape_ops
+
+}
+
+}  // namespace tessera::autograd

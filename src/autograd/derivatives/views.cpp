@@ -1,0 +1,73 @@
+// Derivatives of the view ops, of copies and fills, and of as_strided_scatter.
+#include "autograd/derivatives/derivatives.h"
+
+namespace tessera::autograd {
+namespace {
+
+using V = std::vector<Tensor>;
+
+struct Geometry {
+  Shape sizes, strides;
+  int64_t offset;
+};
+// attrs.ints = [ndim, sizes..., strides..., offset] (views.cpp, recorded_strided).
+Geometry geometry(const OpAttrs& a) {
+  const int64_t n = a.ints.at(0);
+  Geometry g;
+  g.sizes.assign(a.ints.begin() + 1, a.ints.begin() + 1 + n);
+  g.strides.assign(a.ints.begin() + 1 + n, a.ints.begin() + 1 + 2 * n);
+  g.offset = a.ints.at(1 + 2 * n);
+  return g;
+}
+
+V reshape_back(const BackwardContext& c, const V& g) { return {g[0].reshape(c.input_meta[0].sizes)}; }
+
+V permute_back(const BackwardContext& c, const V& g) {
+  const int64_t n = static_cast<int64_t>(c.attrs.ints.size());
+  Shape inverse(n);
+  for (int64_t i = 0; i < n; ++i) inverse[wrap_dim(c.attrs.ints[i], n, "permute")] = i;
+  return {g[0].permute(inverse)};
+}
+
+V transpose_back(const BackwardContext& c, const V& g) { return {g[0].transpose(c.attrs.ints[0], c.attrs.ints[1])}; }
+
+V expand_back(const BackwardContext&, const V& g) { return {g[0]}; }  // the engine sums to the input shape
+
+// slice, select, diagonal, as_strided: scatter the gradient into zeros of the input's shape.
+V strided_view_back(const BackwardContext& c, const V& g) {
+  Geometry geo = geometry(c.attrs);
+  const SlotMeta& in = c.input_meta[0];
+  Tensor base = zeros(in.sizes, TensorOptions(g[0].dtype(), in.device));
+  return {as_strided_scatter(base, g[0], geo.sizes, geo.strides, geo.offset)};
+}
+
+V as_strided_scatter_back(const BackwardContext& c, const V& g) {
+  Geometry geo = geometry(c.attrs);
+  V out(2);
+  if (needs(c, 0)) {
+    Tensor hole = zeros(geo.sizes, TensorOptions(g[0].dtype(), g[0].device()));
+    out[0] = as_strided_scatter(g[0], hole, geo.sizes, geo.strides, geo.offset);
+  }
+  if (needs(c, 1)) out[1] = g[0].contiguous().as_strided(geo.sizes, geo.strides, geo.offset);
+  return out;
+}
+
+// self.copy_(src): self's old value is overwritten entirely; src receives the gradient (the engine
+// reduces broadcasting and casts to src's dtype).
+V copy_back(const BackwardContext&, const V& g) { return {g[0]}; }
+V fill_back(const BackwardContext&, const V&) { return {}; }
+
+}  // namespace
+
+void register_view_derivatives() {
+  register_derivative("view", {reshape_back});
+  register_derivative("permute", {permute_back});
+  register_derivative("transpose", {transpose_back});
+  register_derivative("expand", {expand_back});
+  for (const char* op : {"slice", "select", "diagonal", "as_strided"}) register_derivative(op, {strided_view_back});
+  register_derivative("as_strided_scatter", {as_strided_scatter_back});
+  register_derivative("copy_", {copy_back});
+  register_derivative("fill_", {fill_back});
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,226 @@
+// The backward engine: from root gradients, runs every node that leads to a wanted gradient, in
+// reverse order of creation (highest sequence number first) once all of its incoming gradients have
+// arrived, summing gradients that meet at a node. Single-threaded and deterministic.
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/graph.h"
+#include "tessera/functions.h"
+
+namespace tessera::autograd {
+namespace {
+
+thread_local bool t_anomaly = false;
+
+struct Capture {
+  GraphNode* fn;
+  uint32_t slot;
+  size_t index;
+};
+
+class GradModeGuardSetter {
+ public:
+  explicit GradModeGuardSetter(bool enabled) : prev_(is_grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeGuardSetter() { set_grad_enabled(prev_); }
+
+ private:
+  bool prev_;
+};
+
+struct ByOrder {
+  bool operator()(const GraphNode* a, const GraphNode* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+void add_into(Tensor& slot, const Tensor& g) {
+  if (!g.defined()) return;
+  slot = slot.defined() ? add(slot, g) : g;
+}
+
+// Reduces a gradient to the slot's shape (undoing broadcasting) and casts it to the slot's dtype.
+Tensor conform(const Tensor& g, const SlotMeta& m, const std::string& producer) {
+  Tensor r = g;
+  if (r.sizes() != m.sizes) {
+    try {
+      r = sum_to(r, m.sizes);
+    } catch (const ShapeError&) {
+      TS_THROW(ShapeError, "autograd: ", producer, " returned a gradient of shape ", g.sizes(),
+               " for an input of shape ", m.sizes);
+    }
+  }
+  if (r.dtype() != m.dtype) r = r.to(m.dtype);
+  return r;
+}
+
+void check_anomaly(const GraphNode& node, const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined() || !is_floating_point(g.dtype()) || g.is_meta()) continue;
+    if (any(isnan(g)).item<bool>())
+      TS_THROW(ValueError, "Function '", node.name(), "' returned nan values in its ", i, "th output.");
+    if (any(isinf(g)).item<bool>())
+      TS_THROW(ValueError, "Function '", node.name(), "' returned inf values in its ", i, "th output.");
+  }
+}
+
+// Runs the graph below `roots`. With `captures` empty, gradients reach the leaves' AccumulateGrad
+// nodes; otherwise only the nodes leading to a capture run, and captured gradients are returned.
+std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool keep_graph,
+                        bool create_graph, const std::vector<Edge>& capture_edges) {
+  const bool capturing = !capture_edges.empty();
+  std::vector<Capture> captures;
+  std::unordered_set<GraphNode*> capture_nodes;
+  for (size_t i = 0; i < capture_edges.size(); ++i) {
+    if (!capture_edges[i].valid()) continue;
+    captures.push_back({capture_edges[i].fn.get(), capture_edges[i].input_nr, i});
+    capture_nodes.insert(capture_edges[i].fn.get());
+  }
+
+  // Which nodes must run: all reachable ones, or (capturing) those from which a capture is reachable.
+  std::unordered_map<GraphNode*, bool> needed;
+  std::function<bool(GraphNode*)> visit = [&](GraphNode* n) -> bool {
+    auto it = needed.find(n);
+    if (it != needed.end()) return it->second;
+    needed[n] = false;  // guards against revisiting while in progress (graphs are acyclic)
+    bool need = !capturing || capture_nodes.count(n) > 0;
+    for (const Edge& e : n->next_edges)
+      if (e.valid() && visit(e.fn.get())) need = true;
+    needed[n] = need;
+    return need;
+  };
+  for (const Edge& r : roots) visit(r.fn.get());
+
+  std::unordered_map<GraphNode*, int> deps;
+  std::unordered_set<GraphNode*> seen;
+  std::vector<GraphNode*> stack;
+  for (const Edge& r : roots)
+    if (needed[r.fn.get()] && seen.insert(r.fn.get()).second) stack.push_back(r.fn.get());
+  while (!stack.empty()) {
+    GraphNode* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid() || !needed[e.fn.get()]) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+
+  std::unordered_map<GraphNode*, std::vector<Tensor>> buffers;
+  std::unordered_map<GraphNode*, std::shared_ptr<GraphNode>> keep_alive;
+  auto buffer_of = [&](const std::shared_ptr<GraphNode>& n) -> std::vector<Tensor>& {
+    auto& b = buffers[n.get()];
+    if (b.empty()) b.resize(n->slots.size());
+    keep_alive[n.get()] = n;
+    return b;
+  };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const SlotMeta& m = roots[i].fn->slots[roots[i].input_nr];
+    add_into(buffer_of(roots[i].fn)[roots[i].input_nr], conform(root_grads[i], m, "the root gradient"));
+  }
+
+  std::priority_queue<GraphNode*, std::vector<GraphNode*>, ByOrder> ready;
+  std::unordered_set<GraphNode*> pushed;
+  for (const Edge& r : roots)
+    if (needed[r.fn.get()] && deps[r.fn.get()] == 0 && pushed.insert(r.fn.get()).second) ready.push(r.fn.get());
+
+  std::vector<Tensor> captured(capture_edges.size());
+  GradModeGuardSetter grad_mode(create_graph);
+  while (!ready.empty()) {
+    GraphNode* node = ready.top();
+    ready.pop();
+    std::shared_ptr<GraphNode> hold = keep_alive[node];
+    std::vector<Tensor> grads = std::move(buffer_of(hold));
+    buffers.erase(node);
+    for (auto& [slot, hooks] : node->pre_hooks) {
+      if (slot >= grads.size() || !grads[slot].defined()) continue;
+      for (auto& [id, hook] : hooks) {
+        Tensor r = hook(grads[slot]);
+        if (r.defined()) grads[slot] = r;
+      }
+    }
+    for (const Capture& c : captures)
+      if (c.fn == node) add_into(captured[c.index], grads[c.slot]);
+    const bool is_accumulator = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    if (capturing && is_accumulator) continue;  // autograd::grad never writes .grad
+    bool any_grad = false;
+    for (size_t s = 0; s < grads.size(); ++s) {
+      if (grads[s].defined()) { any_grad = true; continue; }
+      if (!is_accumulator) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
+    }
+    std::vector<Tensor> outs;
+    if (any_grad) outs = node->apply(std::move(grads));
+    if (t_anomaly) check_anomaly(*node, outs);
+    if (!keep_graph) node->release_saved();
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.valid() || !needed[e.fn.get()]) continue;
+      if (i < outs.size() && outs[i].defined())
+        add_into(buffer_of(e.fn)[e.input_nr], conform(outs[i], e.fn->slots[e.input_nr], node->name()));
+      else
+        keep_alive[e.fn.get()] = e.fn;
+      if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
+  }
+  return captured;
+}
+
+std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const std::vector<Tensor>& given, const char* op) {
+  TS_CHECK(given.empty() || given.size() == roots.size(), ValueError, op, ": got ", given.size(),
+           " gradients for ", roots.size(), " tensors");
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (!given.empty() && given[i].defined()) {
+      TS_CHECK(given[i].sizes() == roots[i].sizes(), ShapeError, op, ": mismatch in shape: grad_output[", i,
+               "] has a shape of ", given[i].sizes(), " and output[", i, "] has a shape of ", roots[i].sizes());
+      out.push_back(given[i]);
+      continue;
+    }
+    TS_CHECK(roots[i].numel() == 1, ValueError, op, ": grad can be implicitly created only for scalar outputs (output ",
+             i, " has shape ", roots[i].sizes(), ")");
+    out.push_back(ones_like(roots[i]));
+  }
+  return out;
+}
+
+std::vector<Edge> root_edges(const std::vector<Tensor>& roots, const char* op) {
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    Edge e = gradient_edge(roots[i]);
+    TS_CHECK(e.valid(), ValueError, op, ": element ", i, " of tensors does not require grad and does not have a grad_fn");
+    edges.push_back(e);
+  }
+  return edges;
+}
+
+}  // namespace
+
+void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
+bool is_anomaly_enabled() { return t_anomaly; }
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph) {
+  std::vector<Edge> roots = root_edges(tensors, "backward");
+  std::vector<Tensor> grads = default_root_grads(tensors, grad_tensors, "backward");
+  run(roots, grads, retain_graph.value_or(create_graph), create_graph, {});
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
+                         bool create_graph, bool allow_unused) {
+  std::vector<Edge> roots = root_edges(outputs, "grad");
+  std::vector<Tensor> grads = default_root_grads(outputs, grad_outputs, "grad");
+  std::vector<Edge> targets;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge e = gradient_edge(inputs[i]);
+    TS_CHECK(e.valid(), ValueError, "grad: input ", i, " does not require grad");
+    targets.push_back(e);
+  }
+  std::vector<Tensor> result = run(roots, grads, retain_graph.value_or(create_graph), create_graph, targets);
+  for (size_t i = 0; i < result.size(); ++i)
+    TS_CHECK(result[i].defined() || allow_unused, ValueError, "grad: one of the differentiated tensors (input ", i,
+             ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");
+  return result;
+}
+
+}  // namespace tessera::autograd

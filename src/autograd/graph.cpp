@@ -1,0 +1,62 @@
+#include "autograd/graph.h"
+
+#include "autograd/accumulate_grad.h"
+#include "tessera/functions.h"
+
+namespace tessera::autograd {
+namespace {
+std::atomic<uint64_t> g_sequence{0};
+std::atomic<uint64_t> g_hook_id{1};
+}  // namespace
+
+GraphNode::GraphNode() : sequence_nr_(g_sequence.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::vector<std::shared_ptr<Node>> GraphNode::next_functions() const {
+  std::vector<std::shared_ptr<Node>> out;
+  for (const Edge& e : next_edges) out.push_back(e.fn);
+  return out;
+}
+
+AutogradMeta* meta_of(const Tensor& t) {
+  if (!t.defined()) return nullptr;
+  return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get());
+}
+
+AutogradMeta& ensure_meta(const Tensor& t) {
+  auto& slot = t.impl()->autograd_meta;
+  if (!slot) slot = std::make_unique<AutogradMeta>();
+  return static_cast<AutogradMeta&>(*slot);
+}
+
+uint64_t next_hook_id() { return g_hook_id.fetch_add(1, std::memory_order_relaxed); }
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = meta_of(t);
+  if (!m) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->requires_grad) return {};
+  std::shared_ptr<GraphNode> acc = m->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& sizes) {
+  if (grad.sizes() == sizes) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(sizes.size());
+  TS_CHECK(lead >= 0, ShapeError, "autograd: gradient of shape ", grad.sizes(), " cannot be reduced to shape ", sizes);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t g = grad.sizes()[lead + i];
+    if (sizes[i] == 1 && g != 1) dims.push_back(lead + static_cast<int64_t>(i));
+    else TS_CHECK(sizes[i] == g, ShapeError, "autograd: gradient of shape ", grad.sizes(),
+                  " does not match the input's shape ", sizes);
+  }
+  Tensor r = dims.empty() ? grad : sum(grad, dims, true);
+  return r.reshape(sizes);
+}
+
+}  // namespace tessera::autograd

@@ -1,0 +1,81 @@
+// The backward graph: nodes, the edges between them, and what autograd keeps per tensor.
+//
+// Note [Graph ownership]: a tensor's AutogradMeta owns its grad_fn (shared_ptr); a node owns the
+// nodes of its inputs through its edges. Saved outputs hold only a weak reference to the node that
+// made them, so no tensor-node cycle keeps a graph alive (see saved_tensor.h). A leaf's
+// AccumulateGrad node is shared by every graph that uses the leaf, through a weak_ptr in its meta.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor_impl.h"
+#include "tessera/autograd.h"
+
+namespace tessera::autograd {
+
+class GraphNode;
+
+struct Edge {
+  std::shared_ptr<GraphNode> fn;  // null: this input takes no gradient
+  uint32_t input_nr = 0;          // which gradient slot of fn this edge feeds
+  bool valid() const { return fn != nullptr; }
+};
+
+// Shape, dtype and device of one forward output of a node (= one gradient slot), used to check,
+// reduce (broadcast) and cast incoming gradients and to make zeros for slots nobody fed.
+struct SlotMeta {
+  Shape sizes;
+  DType dtype = kFloat32;
+  Device device;
+};
+
+using TensorHook = std::function<Tensor(const Tensor&)>;
+using PostAccumulateHook = std::function<void(const Tensor&)>;
+
+class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
+ public:
+  GraphNode();
+  // grads[i] is the gradient of forward output i (already summed over all users); returns one
+  // gradient per edge (undefined where an edge needs none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
+  // Drops saved tensors after a backward without retain_graph.
+  virtual void release_saved() {}
+  std::vector<std::shared_ptr<Node>> next_functions() const override;
+
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  std::vector<Edge> next_edges;
+  std::vector<SlotMeta> slots;                              // one per forward output
+  std::map<uint32_t, std::vector<std::pair<uint64_t, TensorHook>>> pre_hooks;  // by slot
+
+ private:
+  uint64_t sequence_nr_;
+};
+
+// The autograd state of one tensor.
+struct AutogradMeta : AutogradMetaBase {
+  Tensor grad;
+  std::shared_ptr<GraphNode> grad_fn;       // null for leaves
+  uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
+  std::weak_ptr<GraphNode> grad_accumulator;
+  bool retains_grad = false;
+  bool is_view = false;                     // made by a view op from a tensor that required grad
+  std::vector<std::pair<uint64_t, TensorHook>> leaf_hooks;  // hooks on a leaf's incoming gradient
+  std::vector<std::pair<uint64_t, PostAccumulateHook>> post_accumulate_hooks;
+};
+
+AutogradMeta* meta_of(const Tensor& t);          // null when the tensor has no autograd state
+AutogradMeta& ensure_meta(const Tensor& t);
+uint64_t next_hook_id();
+
+// The edge through which a gradient for `t` flows: its grad_fn slot, or its leaf accumulator
+// (created on demand) when it is a leaf that requires grad; an invalid edge otherwise.
+Edge gradient_edge(const Tensor& t);
+
+// Sums `grad` down to `sizes` (undoing broadcasting); raises ShapeError if it cannot.
+Tensor sum_to(const Tensor& grad, const Shape& sizes);
+
+}  // namespace tessera::autograd

@@ -1,0 +1,59 @@
+// OpNode: the graph node of one recorded op call (Note [Autograd stage]). It holds the op's name,
+// its registered derivative, the saved inputs/outputs the derivative asked for, and the op's attrs.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "autograd/graph.h"
+#include "autograd/saved_tensor.h"
+#include "ops/autograd_hook.h"
+
+namespace tessera::autograd {
+
+// What a derivative sees.
+struct BackwardContext {
+  const char* op;
+  std::vector<Tensor> inputs;         // saved inputs (undefined when the derivative saves none)
+  std::vector<Tensor> outputs;        // saved outputs (likewise)
+  const OpAttrs& attrs;
+  std::vector<bool> needs_grad;       // per input
+  std::vector<SlotMeta> input_meta;   // sizes, dtype, device of every input
+};
+
+// grads[i] is the gradient of output i (zeros where nothing flowed). Returns one gradient per input;
+// undefined where !needs_grad[i] or the input gets no gradient. A gradient may have the broadcast
+// shape and the compute dtype: the engine reduces and casts it to the input's (sum_to).
+using DerivativeFn = std::vector<Tensor> (*)(const BackwardContext& ctx, const std::vector<Tensor>& grads);
+
+struct Derivative {
+  DerivativeFn fn = nullptr;
+  bool save_inputs = false;
+  bool save_outputs = false;
+};
+
+// Registers the derivative of `op` (explicitly, at start-up: derivatives/register.cpp).
+void register_derivative(const std::string& op, Derivative d);
+const Derivative* find_derivative(const std::string& op);
+
+class OpNode final : public GraphNode {
+ public:
+  OpNode(const char* op, const Derivative* d, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+         OpAttrs&& attrs);
+  std::string name() const override;
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  void release_saved() override;
+  void save_outputs(const std::vector<Tensor>& outputs);  // after the outputs got their grad_fn
+
+ private:
+  const char* op_;
+  const Derivative* derivative_;
+  std::vector<SavedTensor> saved_inputs_, saved_outputs_;
+  std::vector<SlotMeta> input_meta_;
+  std::vector<bool> needs_grad_;
+  OpAttrs attrs_;
+};
+
+// Installs the autograd stage into the op layer (called at library start-up).
+void install_autograd_stage();
+
+}  // namespace tessera::autograd

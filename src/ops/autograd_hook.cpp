@@ -1,0 +1,23 @@
+#include "ops/autograd_hook.h"
+
+#include <atomic>
+
+namespace tessera {
+namespace {
+std::atomic<AutogradStage*> g_stage{nullptr};
+}
+void set_autograd_stage(AutogradStage* stage) { g_stage.store(stage); }
+AutogradStage* autograd_stage() { return g_stage.load(std::memory_order_relaxed); }
+
+void check_inplace(const char* op, const Tensor& self) {
+  if (!is_grad_enabled() || !requires_grad(self)) return;
+  TS_CHECK(!self.is_leaf(), ValueError, op, ": a leaf Variable that requires grad is being used in an in-place "
+           "operation.");
+}
+
+void record_inplace(const char* op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {
+  if (!is_grad_enabled() || autograd_stage() == nullptr) return;
+  if (!requires_grad(self) && !should_record(inputs)) return;
+  record_op(op, inputs, {self}, std::move(attrs));
+}
+}  // namespace tessera
