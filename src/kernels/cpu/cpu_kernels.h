@@ -20,7 +20,7 @@ void register_linalg();
 void register_index();
 
 // family shape_ops: declare register_shape_ops() on the next line
-
+void register_shape_ops();
 
 // family random: declare register_random() on the next line
 void register_random();

@@ -16,7 +16,7 @@ void register_cpu_kernels() {
   // family index: call register_index() on the next line
   register_index();
   // family shape_ops: call register_shape_ops() on the next line
-
+  register_shape_ops();
   // family random: call register_random() on the next line
   register_random();
 }
