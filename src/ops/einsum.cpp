@@ -172,9 +172,8 @@ Tensor contract(Tensor a, Tensor b, const std::vector<bool>& to_sum) {
 }  // namespace
 
 Tensor einsum(const std::string& eq, const std::vector<Tensor>& operands) {
-  // The operands are a runtime-sized list, which OpScope does not take; observers still see every op
-  // einsum lowers onto (views and bmm), which is where gradients are recorded.
-  OpScope scope("einsum", {});
+  // Gradients are recorded by the ops einsum lowers onto (views and bmm).
+  OpScope scope("einsum", operands);
   TS_CHECK(!operands.empty(), ValueError, "einsum(): must provide at least one operand (equation '", eq, "')");
   for (size_t i = 0; i < operands.size(); ++i) check_defined("einsum", operands[i], "operands");
   for (const Tensor& t : operands) check_same_device("einsum", {&operands[0], &t});

@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <initializer_list>
+#include <vector>
 
 #include "tessera/tensor.h"
 
@@ -38,6 +39,15 @@ class OpScope {
         active_(detail::g_num_op_observers.load(std::memory_order_relaxed) > 0) {
     if (active_) detail::notify_enter(event_);
   }
+  // For ops that take a list of tensors (cat, stack, einsum).
+  OpScope(const char* op, const std::vector<Tensor>& inputs)
+      : event_{op, nullptr, 0}, active_(detail::g_num_op_observers.load(std::memory_order_relaxed) > 0) {
+    if (!active_) return;
+    for (const Tensor& t : inputs) list_.push_back(&t);
+    event_.inputs = list_.data();
+    event_.num_inputs = static_cast<int>(list_.size());
+    detail::notify_enter(event_);
+  }
   ~OpScope() {
     if (active_) detail::notify_exit(event_);
   }
@@ -47,6 +57,7 @@ class OpScope {
  private:
   OpEvent event_;
   bool active_;
+  std::vector<const Tensor*> list_;
 };
 
 }  // namespace tessera

@@ -29,7 +29,7 @@ bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0
 
 // ---- cat / stack -------------------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  OpScope scope("cat", {});
+  OpScope scope("cat", tensors);
   TS_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of Tensors");
   ResultType rt;
   const Tensor* ref = nullptr;  // the first tensor that is not legacy-empty fixes the rank and sizes
@@ -81,7 +81,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  OpScope scope("stack", {});
+  OpScope scope("stack", tensors);
   TS_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     TS_CHECK(tensors[i].defined(), ValueError, "stack: tensor at position ", i, " is undefined");
