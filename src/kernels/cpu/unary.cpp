@@ -45,6 +45,8 @@ TS_VEC_INLINE float m_tanh(float v) { return vec::tanh(v); }
 TS_VEC_INLINE double m_tanh(double v) { return std::tanh(v); }
 TS_VEC_INLINE float m_erf(float v) { return vec::erf(v); }
 TS_VEC_INLINE double m_erf(double v) { return std::erf(v); }
+TS_VEC_INLINE float m_gelu(float v) { return vec::gelu(v); }
+TS_VEC_INLINE double m_gelu(double v) { return 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)); }
 TS_VEC_INLINE float m_sigmoid(float v) { return vec::sigmoid(v); }
 TS_VEC_INLINE double m_sigmoid(double v) { return v < 0 ? std::exp(v) / (1.0 + std::exp(v)) : 1.0 / (1.0 + std::exp(-v)); }
 
@@ -70,9 +72,7 @@ void unary_floating(const Tensor& out, const Tensor& x, UnaryOp op, const UnaryP
     case UnaryOp::Tanh: run([](A v) TS_LAMBDA_INLINE { return m_tanh(v); }); break;
     case UnaryOp::Sigmoid: run([](A v) TS_LAMBDA_INLINE { return m_sigmoid(v); }); break;
     case UnaryOp::Relu: run([](A v) TS_LAMBDA_INLINE { return v < A(0) ? A(0) : v; }); break;  // keeps nan and -0
-    case UnaryOp::Gelu:
-      run([](A v) TS_LAMBDA_INLINE { return A(0.5) * v * (A(1) + m_erf(v * A(0.70710678118654752440))); });
-      break;
+    case UnaryOp::Gelu: run([](A v) TS_LAMBDA_INLINE { return m_gelu(v); }); break;
     case UnaryOp::GeluTanh:
       run([](A v) TS_LAMBDA_INLINE {
         const A inner = A(0.79788456080286535588) * (v + A(0.044715) * v * v * v);
