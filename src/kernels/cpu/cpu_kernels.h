@@ -8,7 +8,7 @@ void register_copy();
 void register_threads();
 
 // family elementwise: declare register_elementwise() on the next line
-
+void register_elementwise();
 
 // family reduce: declare register_reduce() on the next line
 

@@ -8,7 +8,7 @@ void register_cpu_kernels() {
   register_threads();
 
   // family elementwise: call register_elementwise() on the next line
-
+  register_elementwise();
   // family reduce: call register_reduce() on the next line
 
   // family linalg: call register_linalg() on the next line

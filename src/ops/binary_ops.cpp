@@ -1,0 +1,178 @@
+// Binary ops: broadcasting, PyTorch's type promotion and each op's dtype rules, out= handling.
+//
+// A Scalar operand takes part in promotion as a wrapped number (`int32 tensor + 2.5` is float32,
+// `float16 tensor + 2.5` stays float16) and is then made a 0-dim tensor of the compute dtype, which
+// the iterator broadcasts with stride 0 (the kernels' scalar fast path). Both inputs are cast to the
+// compute dtype before the kernel; predicates (comparisons, logical ops) write bool.
+#include "ops/elementwise_kernel.h"
+#include "ops/op_scope.h"
+#include "ops/op_utils.h"
+#include "tensor/dispatch_dtype.h"
+#include "tensor/type_promotion.h"
+
+namespace tessera {
+namespace {
+
+// One operand: a tensor, or a number (promoted as a wrapped number).
+struct Operand {
+  const Tensor* t = nullptr;
+  const Scalar* s = nullptr;
+  DType dtype() const { return t ? t->dtype() : s->dtype(); }
+};
+
+DType common_dtype(const Operand& a, const Operand& b) {
+  ResultType r;
+  for (const Operand* o : {&a, &b}) {
+    if (o->t) r.add(*o->t);
+    else r.add(*o->s);
+  }
+  return r.result();
+}
+
+// Validates the dtypes for `op` and returns the compute dtype (the output's too, unless a predicate).
+DType binary_compute_dtype(const char* name, BinaryOp op, const Operand& a, const Operand& b, DType common,
+                           const BinaryParams& p) {
+  switch (op) {
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+      if (op == BinaryOp::Sub) {
+        TS_CHECK(a.dtype() != kBool && b.dtype() != kBool, DTypeError, name,
+                 ": subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+                 "invert a mask, use the `~` or `logical_not()` operator instead.");
+      }
+      TS_CHECK(!(is_integral(common, true) && p.alpha.is_floating_point()), DTypeError, name,
+               ": for integral input tensors, argument alpha must not be a floating point number (got ", p.alpha,
+               ")");
+      TS_CHECK(!(common != kBool && p.alpha.is_bool()), DTypeError, name,
+               ": boolean alpha only supported for boolean results");
+      return common;
+    case BinaryOp::Mul:
+    case BinaryOp::Maximum:
+    case BinaryOp::Minimum:
+      return common;
+    case BinaryOp::Div:
+    case BinaryOp::Atan2:
+      return is_floating_point(common) ? common : kFloat32;  // integer true division gives float32
+    case BinaryOp::DivTrunc:
+    case BinaryOp::DivFloor:
+    case BinaryOp::Pow:
+    case BinaryOp::Fmod:
+    case BinaryOp::Remainder:
+      if (common == kBool) throw_unsupported_dtype(name, common);
+      return common;
+    case BinaryOp::BitwiseAnd:
+    case BinaryOp::BitwiseOr:
+    case BinaryOp::BitwiseXor:
+      if (is_floating_point(common)) throw_unsupported_dtype(name, common);
+      return common;
+    case BinaryOp::LeftShift:
+    case BinaryOp::RightShift:
+      if (!is_integral(common, false)) throw_unsupported_dtype(name, common);
+      return common;
+    default:  // predicates compare in the common dtype
+      return common;
+  }
+}
+
+Tensor as_tensor(const Operand& o, DType dtype, Device device) {
+  if (o.t) return cast_to(*o.t, dtype);
+  return scalar_tensor(*o.s, TensorOptions(dtype, device));
+}
+
+Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operand& b, Tensor* out,
+                   const BinaryParams& p = {}) {
+  const Tensor* first = a.t ? a.t : b.t;
+  OpScope scope(name, {first, b.t ? b.t : first});
+  if (a.t) check_defined(name, *a.t, "input");
+  if (b.t) check_defined(name, *b.t, "other");
+  check_same_device(name, {a.t, b.t, out});
+  const Device device = a.t ? a.t->device() : b.t->device();
+  const Shape shape = broadcast_shapes(a.t ? a.t->sizes() : Shape{}, b.t ? b.t->sizes() : Shape{}, name);
+  const DType common = common_dtype(a, b);
+  const DType compute = binary_compute_dtype(name, op, a, b, common, p);
+  const DType result = is_predicate(op) ? kBool : compute;
+  if (op == BinaryOp::Pow && is_integral(compute, false) && b.s && b.s->is_integral()) {
+    TS_CHECK(b.s->to_int() >= 0, ValueError, name, ": integers to negative integer powers are not allowed (got ",
+             *b.s, ")");
+  }
+  Tensor target;
+  if (out) {
+    prepare_out(name, *out, shape, result, device);
+    check_writable(name, *out);
+    target = out->dtype() == result ? *out : make_empty(shape, result, device);
+  } else {
+    target = make_empty(shape, result, device);
+  }
+  binary_kernel(device, target, as_tensor(a, compute, device), as_tensor(b, compute, device), op, p);
+  if (out) {
+    if (target.is_same(*out)) out->impl()->bump_version();
+    else write_out(*out, target);
+    return *out;
+  }
+  return target;
+}
+
+Tensor bin(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, const BinaryParams& p = {}) {
+  return binary_impl(name, op, Operand{&a, nullptr}, Operand{&b, nullptr}, nullptr, p);
+}
+Tensor bin(const char* name, BinaryOp op, const Tensor& a, const Scalar& b, const BinaryParams& p = {}) {
+  return binary_impl(name, op, Operand{&a, nullptr}, Operand{nullptr, &b}, nullptr, p);
+}
+Tensor& bin_out(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out,
+                const BinaryParams& p = {}) {
+  binary_impl(name, op, Operand{&a, nullptr}, Operand{&b, nullptr}, &out, p);
+  return out;
+}
+
+BinaryOp div_op(const char* name, const std::string& mode) {
+  if (mode.empty()) return BinaryOp::Div;
+  if (mode == "trunc") return BinaryOp::DivTrunc;
+  if (mode == "floor") return BinaryOp::DivFloor;
+  TS_THROW(ValueError, name, ": expected rounding_mode to be one of '', 'trunc' or 'floor' but found '", mode, "'");
+}
+
+BinaryParams with_alpha(const Scalar& alpha) {
+  BinaryParams p;
+  p.alpha = alpha;
+  return p;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin("add", BinaryOp::Add, a, b, with_alpha(alpha)); }
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin("add", BinaryOp::Add, a, b, with_alpha(alpha)); }
+Tensor& add_out(const Tensor& a, const Tensor& b, Tensor& out, const Scalar& alpha) {
+  return bin_out("add_out", BinaryOp::Add, a, b, out, with_alpha(alpha));
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin("sub", BinaryOp::Sub, a, b, with_alpha(alpha)); }
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin("sub", BinaryOp::Sub, a, b, with_alpha(alpha)); }
+Tensor& sub_out(const Tensor& a, const Tensor& b, Tensor& out, const Scalar& alpha) {
+  return bin_out("sub_out", BinaryOp::Sub, a, b, out, with_alpha(alpha));
+}
+Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) { return bin("div", div_op("div", mode), a, b); }
+Tensor div(const Tensor& a, const Scalar& b, const std::string& mode) { return bin("div", div_op("div", mode), a, b); }
+Tensor& div_out(const Tensor& a, const Tensor& b, Tensor& out, const std::string& mode) {
+  return bin_out("div_out", div_op("div_out", mode), a, b, out);
+}
+
+#define TS_DEFINE_BINARY(name, OP)                                                                        \
+  Tensor name(const Tensor& a, const Tensor& b) { return bin(#name, BinaryOp::OP, a, b); }                \
+  Tensor name(const Tensor& a, const Scalar& b) { return bin(#name, BinaryOp::OP, a, b); }                \
+  Tensor& name##_out(const Tensor& a, const Tensor& b, Tensor& out) {                                     \
+    return bin_out(#name "_out", BinaryOp::OP, a, b, out);                                                \
+  }
+TS_DEFINE_BINARY(mul, Mul) TS_DEFINE_BINARY(pow, Pow) TS_DEFINE_BINARY(maximum, Maximum)
+TS_DEFINE_BINARY(minimum, Minimum) TS_DEFINE_BINARY(fmod, Fmod) TS_DEFINE_BINARY(remainder, Remainder)
+TS_DEFINE_BINARY(atan2, Atan2) TS_DEFINE_BINARY(eq, Eq) TS_DEFINE_BINARY(ne, Ne) TS_DEFINE_BINARY(lt, Lt)
+TS_DEFINE_BINARY(le, Le) TS_DEFINE_BINARY(gt, Gt) TS_DEFINE_BINARY(ge, Ge)
+TS_DEFINE_BINARY(logical_and, LogicalAnd) TS_DEFINE_BINARY(logical_or, LogicalOr)
+TS_DEFINE_BINARY(logical_xor, LogicalXor) TS_DEFINE_BINARY(bitwise_and, BitwiseAnd)
+TS_DEFINE_BINARY(bitwise_or, BitwiseOr) TS_DEFINE_BINARY(bitwise_xor, BitwiseXor)
+TS_DEFINE_BINARY(bitwise_left_shift, LeftShift) TS_DEFINE_BINARY(bitwise_right_shift, RightShift)
+#undef TS_DEFINE_BINARY
+
+Tensor pow(const Scalar& base, const Tensor& exponent) {
+  return binary_impl("pow", BinaryOp::Pow, Operand{nullptr, &base}, Operand{&exponent, nullptr}, nullptr);
+}
+
+}  // namespace tessera

@@ -1,0 +1,204 @@
+// where, clamp, lerp, addcmul, addcdiv, allclose, equal, softmax and log_softmax: meta functions and
+// public functions.
+//
+// Result dtypes follow PyTorch: where/clamp/addcmul/addcdiv promote over all their operands (numbers
+// as wrapped numbers); lerp requires one floating dtype for all tensors; softmax computes in the input
+// dtype (or `dtype` when given), the 16-bit floats accumulating in float32 inside the kernel.
+#include "ops/elementwise_kernel.h"
+#include "ops/op_scope.h"
+#include "ops/op_utils.h"
+#include "tensor/dispatch_dtype.h"
+#include "tensor/type_promotion.h"
+
+namespace tessera {
+namespace {
+
+Shape broadcast3(const char* name, const Shape& a, const Shape& b, const Shape& c) {
+  return broadcast_shapes(broadcast_shapes(a, b, name), c, name);
+}
+
+Tensor run_ternary(const char* name, TernaryOp op, DType dtype, const Shape& shape, const Tensor& a, const Tensor& b,
+                   const Tensor& c, const TernaryParams& p) {
+  Tensor out = make_empty(shape, dtype, a.device());
+  ternary_kernel(a.device(), out, a, b, c, op, p);
+  return out;
+}
+
+Tensor scalar_as(const Scalar& s, DType d, const Tensor& like) { return scalar_tensor(s, TensorOptions(d, like.device())); }
+
+}  // namespace
+
+// ---- where ----------------------------------------------------------------------------------------
+static Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const Tensor* b, const Scalar* bs) {
+  OpScope scope("where", {&cond, a ? a : &cond, b ? b : &cond});
+  check_defined("where", cond, "condition");
+  check_same_device("where", {&cond, a, b});
+  TS_CHECK(cond.dtype() == kBool || cond.dtype() == kUInt8, DTypeError,
+           "where: expected condition to be a boolean tensor, but got a tensor with dtype ", dtype_name(cond.dtype()));
+  ResultType rt;
+  if (a) rt.add(*a); else rt.add(*as);
+  if (b) rt.add(*b); else rt.add(*bs);
+  const DType d = rt.result();
+  const Shape shape = broadcast3("where", cond.sizes(), a ? a->sizes() : Shape{}, b ? b->sizes() : Shape{});
+  Tensor ta = a ? cast_to(*a, d) : scalar_as(*as, d, cond);
+  Tensor tb = b ? cast_to(*b, d) : scalar_as(*bs, d, cond);
+  return run_ternary("where", TernaryOp::Where, d, shape, cast_to(cond, kBool), ta, tb, {});
+}
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return where_impl(c, &a, nullptr, &b, nullptr); }
+Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) { return where_impl(c, &a, nullptr, nullptr, &b); }
+Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) { return where_impl(c, nullptr, &a, &b, nullptr); }
+
+// ---- clamp ----------------------------------------------------------------------------------------
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  OpScope scope("clamp", {&x});
+  check_defined("clamp", x, "input");
+  TS_CHECK(lo || hi, ValueError, "clamp: at least one of 'min' or 'max' must not be None");
+  ResultType rt;
+  rt.add(x);
+  if (lo) rt.add(*lo);
+  if (hi) rt.add(*hi);
+  const DType d = rt.result();
+  if (d == kBool) throw_unsupported_dtype("clamp", d);
+  TernaryParams p;
+  p.has_min = lo.has_value();
+  p.has_max = hi.has_value();
+  Tensor xc = cast_to(x, d);
+  Tensor tl = lo ? scalar_as(*lo, d, x) : xc, th = hi ? scalar_as(*hi, d, x) : xc;
+  return run_ternary("clamp", TernaryOp::Clamp, d, x.sizes(), xc, tl, th, p);
+}
+
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  OpScope scope("clamp", {&x, lo ? &*lo : &x, hi ? &*hi : &x});
+  check_defined("clamp", x, "input");
+  TS_CHECK(lo || hi, ValueError, "clamp: at least one of 'min' or 'max' must not be None");
+  check_same_device("clamp", {&x, lo ? &*lo : nullptr, hi ? &*hi : nullptr});
+  ResultType rt;
+  rt.add(x);
+  if (lo) rt.add(*lo);
+  if (hi) rt.add(*hi);
+  const DType d = rt.result();
+  if (d == kBool) throw_unsupported_dtype("clamp", d);
+  const Shape shape = broadcast3("clamp", x.sizes(), lo ? lo->sizes() : Shape{}, hi ? hi->sizes() : Shape{});
+  TernaryParams p;
+  p.has_min = lo.has_value();
+  p.has_max = hi.has_value();
+  Tensor xc = cast_to(x, d);
+  Tensor tl = lo ? cast_to(*lo, d) : xc, th = hi ? cast_to(*hi, d) : xc;
+  return run_ternary("clamp", TernaryOp::Clamp, d, shape, xc, tl, th, p);
+}
+
+// ---- lerp -----------------------------------------------------------------------------------------
+static void check_lerp(const Tensor& start, const Tensor& end, const Tensor* weight) {
+  check_defined("lerp", start, "input");
+  check_defined("lerp", end, "end");
+  check_same_device("lerp", {&start, &end, weight});
+  TS_CHECK(start.dtype() == end.dtype(), DTypeError, "lerp: expected dtype ", dtype_name(start.dtype()),
+           " for `end` but got dtype ", dtype_name(end.dtype()));
+  if (weight)
+    TS_CHECK(weight->dtype() == start.dtype(), DTypeError, "lerp: expected dtype ", dtype_name(start.dtype()),
+             " for `weight` but got dtype ", dtype_name(weight->dtype()));
+  if (!is_floating_point(start.dtype())) throw_unsupported_dtype("lerp", start.dtype());
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  OpScope scope("lerp", {&start, &end});
+  check_lerp(start, end, nullptr);
+  TernaryParams p;
+  p.value = weight;
+  p.value_weight = true;
+  const Shape shape = broadcast_shapes(start.sizes(), end.sizes(), "lerp");
+  return run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, start, p);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  OpScope scope("lerp", {&start, &end, &weight});
+  check_lerp(start, end, &weight);
+  const Shape shape = broadcast3("lerp", start.sizes(), end.sizes(), weight.sizes());
+  return run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, weight, {});
+}
+
+// ---- addcmul / addcdiv ------------------------------------------------------------------------------
+static Tensor addc_impl(const char* name, TernaryOp op, const Tensor& self, const Tensor& t1, const Tensor& t2,
+                        const Scalar& value) {
+  OpScope scope(name, {&self, &t1, &t2});
+  check_defined(name, self, "input");
+  check_defined(name, t1, "tensor1");
+  check_defined(name, t2, "tensor2");
+  check_same_device(name, {&self, &t1, &t2});
+  if (op == TernaryOp::Addcdiv) {
+    TS_CHECK(!(is_integral(t1.dtype(), true) && is_integral(t2.dtype(), true)), DTypeError, name,
+             ": integer division with addcdiv is not supported (tensor1 is ", dtype_name(t1.dtype()), ", tensor2 is ",
+             dtype_name(t2.dtype()), "); use a floating-point tensor1 or tensor2");
+  }
+  const DType d = ResultType().add(self).add(t1).add(t2).result();
+  if (d == kBool) throw_unsupported_dtype(name, d);
+  const Shape shape = broadcast3(name, self.sizes(), t1.sizes(), t2.sizes());
+  TernaryParams p;
+  p.value = value;
+  return run_ternary(name, op, d, shape, cast_to(self, d), cast_to(t1, d), cast_to(t2, d), p);
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return addc_impl("addcmul", TernaryOp::Addcmul, self, t1, t2, value);
+}
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
+  return addc_impl("addcdiv", TernaryOp::Addcdiv, self, t1, t2, value);
+}
+
+// ---- allclose / equal -------------------------------------------------------------------------------
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  OpScope scope("allclose", {&a, &b});
+  check_defined("allclose", a, "input");
+  check_defined("allclose", b, "other");
+  check_same_device("allclose", {&a, &b});
+  TS_CHECK(a.dtype() == b.dtype(), DTypeError, "allclose: ", dtype_name(a.dtype()), " did not match ",
+           dtype_name(b.dtype()));
+  TS_CHECK(!a.is_meta(), NotImplementedError, "allclose: meta tensors have no values to compare");
+  const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "allclose");
+  bool result = true;
+  allclose_kernel(a.device(), a.expand(shape), b.expand(shape), rtol, atol, equal_nan, &result);
+  return result;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  OpScope scope("equal", {&a, &b});
+  check_defined("equal", a, "input");
+  check_defined("equal", b, "other");
+  check_same_device("equal", {&a, &b});
+  TS_CHECK(!a.is_meta(), NotImplementedError, "equal: meta tensors have no values to compare");
+  if (a.sizes() != b.sizes()) return false;
+  const DType d = promote_types(a.dtype(), b.dtype());
+  bool result = true;
+  allclose_kernel(a.device(), cast_to(a, d), cast_to(b, d), 0.0, 0.0, false, &result);
+  return result;
+}
+
+// ---- softmax ----------------------------------------------------------------------------------------
+static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::optional<DType> dtype, bool log) {
+  OpScope scope(name, {&x});
+  check_defined(name, x, "input");
+  const DType d = dtype.value_or(x.dtype());
+  if (!is_floating_point(d)) throw_unsupported_dtype(name, d);
+  const int64_t nd = x.dim();
+  const int64_t wd = wrap_dim(dim, nd == 0 ? 1 : nd, name);
+  Tensor xc = cast_to(x, d).contiguous();
+  Tensor out = make_empty(x.sizes(), d, x.device());
+  int64_t outer = 1, size = 1, inner = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < wd) outer *= x.size(i);
+    else if (i == wd) size = x.size(i);
+    else inner *= x.size(i);
+  }
+  softmax_kernel(x.device(), out, xc, outer, size, inner, log);
+  return out;
+}
+
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl("softmax", x, dim, dtype, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  return softmax_impl("log_softmax", x, dim, dtype, true);
+}
+
+}  // namespace tessera
