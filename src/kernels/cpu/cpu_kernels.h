@@ -11,7 +11,7 @@ void register_threads();
 void register_elementwise();
 
 // family reduce: declare register_reduce() on the next line
-
+void register_reduce();
 
 // family linalg: declare register_linalg() on the next line
 void register_linalg();

@@ -10,7 +10,7 @@ void register_cpu_kernels() {
   // family elementwise: call register_elementwise() on the next line
   register_elementwise();
   // family reduce: call register_reduce() on the next line
-
+  register_reduce();
   // family linalg: call register_linalg() on the next line
   register_linalg();
   // family index: call register_index() on the next line

@@ -1,0 +1,237 @@
+// CPU kernels over rows: the input is (kept..., R) with one reduced dim R last (any strides; the op
+// layer makes R unit-stride when it is not). argmax/argmin and max/min with indices, var/std/mean
+// (two-pass moments per chunk in float64, chunks merged with Chan's formula), logsumexp (max, then a
+// float64 sum of shifted exponentials).
+//
+// Each row is cut into chunks of a fixed length, and chunk results are merged left to right. Many
+// outputs run in parallel one row per iteration; few long rows run their chunks in parallel and merge
+// afterwards in the same order, so results do not depend on the thread count.
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/reduce_common.h"
+#include "kernels/cpu/reduce_cpu.h"
+#include "ops/reduce_kernel.h"
+
+namespace tessera::cpu {
+namespace {
+
+constexpr int64_t kRowChunk = 65536;
+
+struct Rows {
+  DimGroup kept;
+  int64_t R = 0, st = 1;
+  explicit Rows(const Tensor& in) {
+    const int nk = static_cast<int>(in.dim()) - 1;
+    kept = make_group(in.sizes().data(), in.strides().data(), nk);
+    R = in.size(-1);
+    st = in.stride(-1);
+  }
+  int64_t chunks() const { return R == 0 ? 0 : ceil_div(R, kRowChunk); }
+};
+
+// Runs per-chunk work for every output. `Acc` is the chunk result, `chunk(o, r0, r1)` computes one,
+// `merge(a, b)` folds the next chunk into the running result and `write(o, acc)` stores an output.
+// The merge order is left to right in both modes.
+template <class Acc, class Chunk, class Merge, class Write>
+void run_rows(const Rows& rows, Acc empty, Chunk&& chunk, Merge&& merge, Write&& write) {
+  const int64_t O = rows.kept.numel, R = rows.R, nc = rows.chunks();
+  if (O == 0) return;
+  const int nt = max_threads();
+  auto row = [&](int64_t o) {
+    Acc acc = empty;
+    for (int64_t c = 0; c < nc; ++c) {
+      Acc part = chunk(o, c * kRowChunk, std::min(R, (c + 1) * kRowChunk));
+      acc = c == 0 ? part : merge(acc, part);
+    }
+    write(o, acc);
+  };
+  if (nt == 1 || O >= 2 * nt || nc < 2) {
+    const bool par = nt > 1 && O > 1 && O * R >= 16384;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t o = 0; o < O; ++o) row(o);
+    return;
+  }
+  std::vector<Acc> part(static_cast<size_t>(O * nc), empty);
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < O * nc; ++t) {
+    const int64_t o = t / nc, c = t % nc;
+    part[t] = chunk(o, c * kRowChunk, std::min(R, (c + 1) * kRowChunk));
+  }
+  for (int64_t o = 0; o < O; ++o) {
+    Acc acc = part[o * nc];
+    for (int64_t c = 1; c < nc; ++c) acc = merge(acc, part[o * nc + c]);
+    write(o, acc);
+  }
+}
+
+// ---- argmax / argmin -------------------------------------------------------------------------------
+template <class V>
+struct Best {
+  V val;
+  int64_t idx;
+};
+
+// b replaces a when it is strictly better or a NaN (a NaN already held is never replaced, so the first
+// NaN and the first of equal values win).
+template <bool IsMax, class V>
+inline bool better(V b, V a) {
+  if (is_nan(a)) return false;
+  return (IsMax ? b > a : b < a) || is_nan(b);
+}
+
+template <class T, bool IsMax>
+void arg_reduce_typed(const Tensor& values, const Tensor& indices, const Tensor& in) {
+  using V = load_t<T>;
+  const Rows rows(in);
+  const T* base = static_cast<const T*>(in.data_ptr());
+  int64_t* idx_out = static_cast<int64_t*>(indices.data_ptr());
+  T* val_out = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
+  auto chunk = [&](int64_t o, int64_t r0, int64_t r1) {
+    const T* p = base + rows.kept.offset(o);
+    Best<V> b{static_cast<V>(p[r0 * rows.st]), r0};
+    if (is_nan(b.val)) return b;
+    int64_t r = r0;
+    for_blocks(p + r0 * rows.st, r1 - r0, rows.st, [&](const V* q, int64_t m) {
+      if (is_nan(b.val)) return;
+      for (int64_t k = 0; k < m; ++k) {
+        if (better<IsMax>(q[k], b.val)) {
+          b = {q[k], r + k};
+          if (is_nan(q[k])) break;
+        }
+      }
+      r += m;
+    });
+    return b;
+  };
+  auto merge = [](Best<V> a, Best<V> b) { return better<IsMax>(b.val, a.val) ? b : a; };
+  auto write = [&](int64_t o, Best<V> b) {
+    idx_out[o] = b.idx;
+    if (val_out) val_out[o] = convert<T>(b.val);
+  };
+  run_rows(rows, Best<V>{V(0), 0}, chunk, merge, write);
+}
+
+void arg_reduce_cpu(const Tensor& values, const Tensor& indices, const Tensor& in, bool is_max) {
+  dispatch_dtype(in.dtype(), is_max ? "argmax" : "argmin", [&]<class T>(TypeTag<T>) {
+    if (is_max) arg_reduce_typed<T, true>(values, indices, in);
+    else arg_reduce_typed<T, false>(values, indices, in);
+  });
+}
+
+// ---- var / std -------------------------------------------------------------------------------------
+struct Moments {
+  double n = 0, mean = 0, m2 = 0;
+};
+
+template <class V>
+inline double sum_f64(const V* q, int64_t m) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(q[i + j]);
+  for (int j = 0; i < m; ++i, ++j) acc[j] += static_cast<double>(q[i]);
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+template <class V>
+inline double sqdev_f64(const V* q, int64_t m, double mean) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const double d = static_cast<double>(q[i + j]) - mean;
+      acc[j] += d * d;
+    }
+  for (int j = 0; i < m; ++i, ++j) {
+    const double d = static_cast<double>(q[i]) - mean;
+    acc[j] += d * d;
+  }
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+template <class T>
+void var_typed(const Tensor& var, const Tensor& mean, const Tensor& in, double correction, bool take_sqrt) {
+  using V = load_t<T>;
+  const Rows rows(in);
+  const T* base = static_cast<const T*>(in.data_ptr());
+  T* var_out = static_cast<T*>(var.data_ptr());
+  T* mean_out = mean.defined() ? static_cast<T*>(mean.data_ptr()) : nullptr;
+  auto chunk = [&](int64_t o, int64_t r0, int64_t r1) {
+    const T* p = base + rows.kept.offset(o) + r0 * rows.st;
+    const int64_t n = r1 - r0;
+    double s = 0, m2 = 0;
+    for_blocks(p, n, rows.st, [&](const V* q, int64_t m) { s += sum_f64(q, m); });
+    const double mu = s / static_cast<double>(n);
+    for_blocks(p, n, rows.st, [&](const V* q, int64_t m) { m2 += sqdev_f64(q, m, mu); });
+    return Moments{static_cast<double>(n), mu, m2};
+  };
+  auto merge = [](Moments a, Moments b) {
+    const double n = a.n + b.n, d = b.mean - a.mean;
+    return Moments{n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+  };
+  auto write = [&](int64_t o, Moments mo) {
+    const double mu = mo.n == 0 ? std::numeric_limits<double>::quiet_NaN() : mo.mean;
+    double v = mo.m2 / std::max(0.0, mo.n - correction);
+    if (mo.n == 0) v = std::numeric_limits<double>::quiet_NaN();
+    var_out[o] = convert<T>(take_sqrt ? std::sqrt(v) : v);
+    if (mean_out) mean_out[o] = convert<T>(mu);
+  };
+  run_rows(rows, Moments{}, chunk, merge, write);
+}
+
+void var_cpu(const Tensor& var, const Tensor& mean, const Tensor& in, double correction, bool take_sqrt) {
+  dispatch_floating(in.dtype(), "var", [&]<class T>(TypeTag<T>) { var_typed<T>(var, mean, in, correction, take_sqrt); });
+}
+
+// ---- logsumexp ---------------------------------------------------------------------------------------
+template <class T>
+void logsumexp_typed(const Tensor& out, const Tensor& in) {
+  using V = load_t<T>;
+  const Rows rows(in);
+  const T* base = static_cast<const T*>(in.data_ptr());
+  T* dst = static_cast<T*>(out.data_ptr());
+  const int64_t O = rows.kept.numel;
+  if (O == 0) return;
+  if (rows.R == 0) {
+    for (int64_t o = 0; o < O; ++o) dst[o] = convert<T>(-std::numeric_limits<double>::infinity());
+    return;
+  }
+  // Pass 1: the max of each row (NaN propagates).
+  std::vector<double> shift(static_cast<size_t>(O));
+  auto max_chunk = [&](int64_t o, int64_t r0, int64_t r1) {
+    V m = -std::numeric_limits<V>::infinity();
+    for_blocks(base + rows.kept.offset(o) + r0 * rows.st, r1 - r0, rows.st, [&](const V* q, int64_t n) {
+      for (int64_t k = 0; k < n; ++k) m = (q[k] > m || is_nan(q[k])) ? q[k] : m;
+    });
+    return static_cast<double>(m);
+  };
+  auto max_merge = [](double a, double b) { return (b > a || std::isnan(b)) ? b : a; };
+  run_rows(rows, 0.0, max_chunk, max_merge, [&](int64_t o, double m) { shift[o] = std::isinf(m) ? 0.0 : m; });
+  // Pass 2: sum of exp(x - shift) in float64.
+  auto sum_chunk = [&](int64_t o, int64_t r0, int64_t r1) {
+    const double sh = shift[o];
+    double s = 0;
+    for_blocks(base + rows.kept.offset(o) + r0 * rows.st, r1 - r0, rows.st, [&](const V* q, int64_t n) {
+      for (int64_t k = 0; k < n; ++k) s += std::exp(static_cast<double>(q[k]) - sh);
+    });
+    return s;
+  };
+  run_rows(rows, 0.0, sum_chunk, [](double a, double b) { return a + b; },
+           [&](int64_t o, double s) { dst[o] = convert<T>(std::log(s) + shift[o]); });
+}
+
+void logsumexp_cpu(const Tensor& out, const Tensor& in) {
+  dispatch_floating(in.dtype(), "logsumexp", [&]<class T>(TypeTag<T>) { logsumexp_typed<T>(out, in); });
+}
+
+}  // namespace
+
+void register_reduce_rows() {
+  arg_reduce_kernel.set(DeviceType::CPU, &arg_reduce_cpu);
+  var_kernel.set(DeviceType::CPU, &var_cpu);
+  logsumexp_kernel.set(DeviceType::CPU, &logsumexp_cpu);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,120 @@
+// Statistical reductions and scans: var/std/var_mean (float64 accumulators, any correction),
+// norm (p = 0, 1, 2, +-inf, any other p; "fro"), logsumexp (max-shifted) and cumsum/cumprod.
+// Validation and dtype inference follow PyTorch: var/std/norm need floating inputs; logsumexp
+// computes integers and bool in float32; scans of integers and bool give int64 unless a dtype is
+// given, and a bool result dtype is refused.
+#include <cmath>
+#include <limits>
+
+#include "ops/op_scope.h"
+#include "ops/op_utils.h"
+#include "ops/reduce_kernel.h"
+#include "ops/reduce_meta.h"
+#include "tensor/tensor_impl.h"
+#include "tessera/functions.h"
+
+namespace tessera {
+
+namespace {
+
+std::vector<int64_t> dims_or_all(const std::optional<Dims>& dims) {
+  return dims ? dims->dims : std::vector<int64_t>{};
+}
+
+void check_floating(const char* op, const Tensor& x) {
+  check_defined(op, x, "input");
+  TS_CHECK(x.is_floating_point(), DTypeError, op,
+           ": expected a floating point input (var, std and norm only support floating point dtypes), got ",
+           dtype_name(x.dtype()));
+}
+
+// var and std share everything but the final square root.
+std::tuple<Tensor, Tensor> var_impl(const char* op, const Tensor& x, const std::optional<Dims>& dims,
+                                    double correction, bool keepdim, bool take_sqrt, bool want_mean) {
+  check_floating(op, x);
+  TS_CHECK(std::isfinite(correction), ValueError, op, ": correction must be finite, got ", correction);
+  ReducePlan plan = plan_reduction(op, x, dims_or_all(dims), keepdim);
+  Tensor var = make_reduce_output(plan, x.dtype(), x.device());
+  Tensor mean = want_mean ? make_reduce_output(plan, x.dtype(), x.device()) : Tensor();
+  var_kernel(x.device(), var, mean, rows_view(plan), correction, take_sqrt);
+  return {var.view(plan.out_sizes), want_mean ? mean.view(plan.out_sizes) : Tensor()};
+}
+
+Tensor norm_impl(const Tensor& x, double p, const std::optional<Dims>& dims, bool keepdim) {
+  check_floating("norm", x);
+  TS_CHECK(!std::isnan(p), ValueError, "norm: the order p must be a number, got nan");
+  ReduceParams params;
+  if (p == 0) params.op = ReduceOp::NormL0;
+  else if (p == 1) params.op = ReduceOp::NormL1;
+  else if (p == 2) params.op = ReduceOp::NormL2;
+  else if (p == std::numeric_limits<double>::infinity()) params.op = ReduceOp::NormInf;
+  else if (p == -std::numeric_limits<double>::infinity()) params.op = ReduceOp::NormNegInf;
+  else params = {ReduceOp::NormP, p};
+  ReducePlan plan = plan_reduction("norm", x, dims_or_all(dims), keepdim);
+  Tensor out = make_reduce_output(plan, x.dtype(), x.device());
+  reduce_kernel(x.device(), out, plan.in, plan.nreduce, params);
+  return out.view(plan.out_sizes);
+}
+
+Tensor scan_impl(const char* op, const Tensor& x, int64_t dim, std::optional<DType> dtype, ScanOp sop) {
+  check_defined(op, x, "input");
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  DType rd = dtype ? *dtype : (is_integral(x.dtype(), /*include_bool=*/true) ? kInt64 : x.dtype());
+  TS_CHECK(rd != kBool, DTypeError, op, ": not implemented for result dtype bool (pass an integer or floating dtype)");
+  Tensor in = cast_to(x, rd).contiguous();
+  Tensor out = make_empty(x.sizes(), rd, x.device());
+  scan_kernel(x.device(), out, in, x.dim() == 0 ? 0 : d, sop);
+  return out;
+}
+
+}  // namespace
+
+Tensor var(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
+  OpScope scope("var", {&x});
+  return std::get<0>(var_impl("var", x, dims, correction, keepdim, false, false));
+}
+
+Tensor std(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
+  OpScope scope("std", {&x});
+  return std::get<0>(var_impl("std", x, dims, correction, keepdim, true, false));
+}
+
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
+  OpScope scope("var_mean", {&x});
+  return var_impl("var_mean", x, dims, correction, keepdim, false, true);
+}
+
+Tensor norm(const Tensor& x, double p, std::optional<Dims> dims, bool keepdim) {
+  OpScope scope("norm", {&x});
+  return norm_impl(x, p, dims, keepdim);
+}
+
+Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, bool keepdim) {
+  OpScope scope("norm", {&x});
+  TS_CHECK(p != "nuc", NotImplementedError, "norm: the nuclear norm (p='nuc') is not supported");
+  TS_CHECK(p == "fro", ValueError, "norm: unknown order p='", p, "' (expected 'fro' or a number)");
+  return norm_impl(x, 2, dims, keepdim);
+}
+
+Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim) {
+  OpScope scope("logsumexp", {&x});
+  check_defined("logsumexp", x, "input");
+  // Integers and bool compute in the default float dtype, as PyTorch does.
+  Tensor xf = x.is_floating_point() ? x : cast_to(x, kFloat32);
+  ReducePlan plan = plan_reduction("logsumexp", xf, dims.dims, keepdim);
+  Tensor out = make_reduce_output(plan, xf.dtype(), x.device());
+  logsumexp_kernel(x.device(), out, rows_view(plan));
+  return out.view(plan.out_sizes);
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  OpScope scope("cumsum", {&x});
+  return scan_impl("cumsum", x, dim, dtype, ScanOp::Sum);
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  OpScope scope("cumprod", {&x});
+  return scan_impl("cumprod", x, dim, dtype, ScanOp::Prod);
+}
+
+}  // namespace tessera
