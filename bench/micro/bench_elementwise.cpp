@@ -41,4 +41,3 @@ BENCHMARK(BM_softmax_f32_4096x1024)->Unit(benchmark::kMillisecond)->UseRealTime(
 
 }  // namespace
 
-BENCHMARK_MAIN();

@@ -97,4 +97,3 @@ BENCHMARK(BM_linear_f32_256x768x3072)->Unit(benchmark::kMillisecond)->UseRealTim
 
 }  // namespace
 
-BENCHMARK_MAIN();

@@ -220,8 +220,11 @@ void binary(Builder& b) {
 void reductions(Builder& b) {
   testing::Tolerance sum_tol{1e-5, 1e-5};
   for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
-    b.add("sum", "all_" + dn(d), {N({7, 9}, d)}, "torch.sum(x[0])", [](const V& x) { return V{sum(x[0])}; }, sum_tol);
-    b.add("mean", "dims_" + dn(d), {N({4, 5, 6}, d)}, "torch.mean(x[0], (0, 2))", [](const V& x) { return V{mean(x[0], {0, 2})}; }, sum_tol);
+    // PyTorch 1.13's CPU reductions round 16-bit partial results to the input dtype; tessera keeps
+    // them in float32 (closer to the float64 value), so the two may differ by two 16-bit ulps.
+    testing::Tolerance t = d == kFloat16 ? testing::Tolerance{2.5e-3, 1e-5} : sum_tol;
+    b.add("sum", "all_" + dn(d), {N({7, 9}, d)}, "torch.sum(x[0])", [](const V& x) { return V{sum(x[0])}; }, t);
+    b.add("mean", "dims_" + dn(d), {N({4, 5, 6}, d)}, "torch.mean(x[0], (0, 2))", [](const V& x) { return V{mean(x[0], {0, 2})}; }, t);
   }
   b.add("sum", "keepdim_strided", {NT({6, 8})}, "torch.sum(x[0], 1, keepdim=True)", [](const V& x) { return V{sum(x[0], 1, true)}; }, sum_tol);
   b.add("sum", "int", {I({5, 6}, -9, 9, 7, kInt32)}, "torch.sum(x[0], 0)", [](const V& x) { return V{sum(x[0], 0)}; });
@@ -248,7 +251,7 @@ void reductions(Builder& b) {
   b.add("var", "all_bf16", {N({30}, kBFloat16)}, "torch.var(x[0])", [](const V& x) { return V{var(x[0])}; });
   b.add("var_mean", "dims", {N({4, 5, 6})}, "torch.var_mean(x[0], (1, 2), keepdim=True)",
         [](const V& x) { auto [v, m] = var_mean(x[0], Dims({1, 2}), 1, true); return V{v, m}; }, sum_tol);
-  for (double p : {1.0, 2.0, 3.0, INFINITY}) {
+  for (double p : {1.0, 2.0, 3.0, double(INFINITY)}) {
     std::string ps = std::isinf(p) ? "inf" : std::to_string(int(p));
     b.add("norm", "p" + ps, {N({5, 6})}, "torch.norm(x[0], p=" + ps + ", dim=1)", [p](const V& x) { return V{norm(x[0], p, Dims(1))}; }, sum_tol);
   }
@@ -376,7 +379,7 @@ void shape_ops(Builder& b) {
   b.add("topk", "largest", {N({4, 9})}, "torch.topk(x[0], 3)", [](const V& x) { auto [v, i] = topk(x[0], 3); return V{v, i}; });
   b.add("topk", "smallest_dim0", {N({9, 4})}, "torch.topk(x[0], 2, 0, largest=False)", [](const V& x) { auto [v, i] = topk(x[0], 2, 0, false); return V{v, i}; });
   b.add("sort", "asc", {N({4, 9})}, "torch.sort(x[0])", [](const V& x) { auto [v, i] = sort(x[0]); return V{v, i}; });
-  b.add("sort", "desc_stable_ties", {I({3, 8}, 0, 3)}, "torch.sort(x[0], 1, descending=True, stable=True)",
+  b.add("sort", "desc_stable_ties", {I({3, 8}, 0, 3)}, "torch.sort(x[0], dim=1, descending=True, stable=True)",
         [](const V& x) { auto [v, i] = sort(x[0], 1, true, true); return V{v, i}; });
   b.add("sort", "nan", {tensor({3.0, NAN, -1.0, 2.0})}, "torch.sort(x[0])", [](const V& x) { auto [v, i] = sort(x[0]); return V{v, i}; });
   b.add("argsort", "dim0", {N({6, 3})}, "torch.argsort(x[0], 0)", [](const V& x) { return V{argsort(x[0], 0)}; });

@@ -90,7 +90,8 @@ void run_case(const Case& c) {
     EXPECT_EQ(ts::dtype_name(have.dtype()), std::string(ts::dtype_name(want.dtype()))) << "output " << j << " dtype";
     ASSERT_EQ(have.sizes(), want.sizes()) << "output " << j << " sizes";
     if (!c.compare_values) continue;
-    auto tol = c.tol.value_or(ts::testing::tolerance_for(have.dtype()));
+    ts::testing::Tolerance tol = ts::testing::tolerance_for(have.dtype());
+    if (c.tol) tol = {std::max(tol.rtol, c.tol->rtol), std::max(tol.atol, c.tol->atol)};
     EXPECT_TRUE(ts::testing::all_close(have, want, tol)) << "output " << j << " of " << c.torch_expr;
   }
 }
