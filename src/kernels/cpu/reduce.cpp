@@ -437,11 +437,23 @@ void reduce_floating(const char* name, const Tensor& out, const Tensor& in, int6
 void reduce_cpu(const Tensor& out, const Tensor& in, int64_t nreduce, const ReduceParams& prm) {
   switch (prm.op) {
     case ReduceOp::Sum:
+      if (out.dtype() != in.dtype()) {  // integers and bool accumulate straight into int64
+        dispatch_dtype<DTypeSet::IntegralAndBool>(in.dtype(), "sum", [&]<class T>(TypeTag<T>) {
+          reduce_with<T, int64_t>(out, in, nreduce, SumOp<T, int64_t>{});
+        });
+        return;
+      }
       dispatch_dtype<DTypeSet::AllNoBool>(in.dtype(), "sum", [&]<class T>(TypeTag<T>) {
         reduce_with<T, T>(out, in, nreduce, SumOp<load_t<T>, acc_t<T>>{});
       });
       return;
     case ReduceOp::Prod:
+      if (out.dtype() != in.dtype()) {
+        dispatch_dtype<DTypeSet::IntegralAndBool>(in.dtype(), "prod", [&]<class T>(TypeTag<T>) {
+          reduce_with<T, int64_t>(out, in, nreduce, ProdOp<T, int64_t>{});
+        });
+        return;
+      }
       dispatch_dtype<DTypeSet::AllNoBool>(in.dtype(), "prod", [&]<class T>(TypeTag<T>) {
         reduce_with<T, T>(out, in, nreduce, ProdOp<load_t<T>, acc_t<T>>{});
       });

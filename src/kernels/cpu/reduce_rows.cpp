@@ -1,5 +1,5 @@
 // CPU kernels over rows: the input is (kept..., R) with one reduced dim R last (any strides; the op
-// layer makes R unit-stride when it is not). argmax/argmin and max/min with indices, var/std/mean
+// layer copies only when neither R nor the innermost kept dim is unit-stride). argmax/argmin and max/min with indices, var/std/mean
 // (two-pass moments per chunk in float64, chunks merged with Chan's formula), logsumexp (max, then a
 // float64 sum of shifted exponentials).
 //
@@ -27,7 +27,9 @@ struct Rows {
     kept = make_group(in.sizes().data(), in.strides().data(), nk);
     R = in.size(-1);
     st = in.stride(-1);
+    columns = R > 1 && st != 1 && kept.n > 0 && kept.inner_stride() == 1 && kept.inner_size() > 1;
   }
+  bool columns = false;  // R is strided and the innermost kept dim unit-stride: walk tiles of columns
   int64_t chunks() const { return R == 0 ? 0 : ceil_div(R, kRowChunk); }
 };
 
@@ -66,6 +68,31 @@ void run_rows(const Rows& rows, Acc empty, Chunk&& chunk, Merge&& merge, Write&&
   }
 }
 
+// Column traversal (Note [Reduction layout] with the reduced dim outer, e.g. a row-major matrix
+// reduced over dim 0): tiles of up to kColTile neighbouring outputs advance one reduced row at a
+// time, reading each row segment in order. Calls f(tile start, first output, width) per tile.
+constexpr int64_t kColTile = 512;
+
+template <class T, class F>
+void for_each_column_tile(const Rows& rows, const T* base, F&& f) {
+  const int64_t W = rows.kept.inner_size(), tiles = ceil_div(W, kColTile);
+  const DimGroup kq = rows.kept.outer();
+  const int64_t G = kq.numel * tiles;
+  const bool par = max_threads() > 1 && G > 1 && rows.kept.numel * rows.R >= 16384;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t q = g / tiles, t = g % tiles;
+    f(base + kq.offset(q) + t * kColTile, q * W + t * kColTile, std::min(kColTile, W - t * kColTile));
+  }
+}
+
+// dst[0, w) = p[0, w) in the compute type.
+template <class T>
+inline void load_row(const T* p, int64_t w, load_t<T>* dst) {
+  if constexpr (is_16bit_float_v<T>) widen(p, w, dst);
+  else for (int64_t i = 0; i < w; ++i) dst[i] = static_cast<load_t<T>>(p[i]);
+}
+
 // ---- argmax / argmin -------------------------------------------------------------------------------
 template <class V>
 struct Best {
@@ -88,6 +115,27 @@ void arg_reduce_typed(const Tensor& values, const Tensor& indices, const Tensor&
   const T* base = static_cast<const T*>(in.data_ptr());
   int64_t* idx_out = static_cast<int64_t*>(indices.data_ptr());
   T* val_out = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
+  if (rows.columns) {
+    for_each_column_tile(rows, base, [&](const T* p, int64_t o0, int64_t w) {
+      V best[kColTile], x[kColTile];
+      int64_t bi[kColTile];
+      load_row(p, w, best);
+      for (int64_t i = 0; i < w; ++i) bi[i] = 0;
+      for (int64_t r = 1; r < rows.R; ++r) {
+        load_row(p + r * rows.st, w, x);
+        for (int64_t i = 0; i < w; ++i) {
+          const bool take = better<IsMax>(x[i], best[i]);
+          best[i] = take ? x[i] : best[i];
+          bi[i] = take ? r : bi[i];
+        }
+      }
+      for (int64_t i = 0; i < w; ++i) {
+        idx_out[o0 + i] = bi[i];
+        if (val_out) val_out[o0 + i] = convert<T>(best[i]);
+      }
+    });
+    return;
+  }
   auto chunk = [&](int64_t o, int64_t r0, int64_t r1) {
     const T* p = base + rows.kept.offset(o);
     Best<V> b{static_cast<V>(p[r0 * rows.st]), r0};
@@ -158,6 +206,32 @@ void var_typed(const Tensor& var, const Tensor& mean, const Tensor& in, double c
   const T* base = static_cast<const T*>(in.data_ptr());
   T* var_out = static_cast<T*>(var.data_ptr());
   T* mean_out = mean.defined() ? static_cast<T*>(mean.data_ptr()) : nullptr;
+  if (rows.columns) {  // two passes down each tile of columns, float64 accumulators
+    const double n = static_cast<double>(rows.R);
+    for_each_column_tile(rows, base, [&](const T* p, int64_t o0, int64_t w) {
+      double sum[kColTile], m2[kColTile];
+      V x[kColTile];
+      for (int64_t i = 0; i < w; ++i) sum[i] = m2[i] = 0;
+      for (int64_t r = 0; r < rows.R; ++r) {
+        load_row(p + r * rows.st, w, x);
+        for (int64_t i = 0; i < w; ++i) sum[i] += static_cast<double>(x[i]);
+      }
+      for (int64_t i = 0; i < w; ++i) sum[i] /= n;  // now the mean
+      for (int64_t r = 0; r < rows.R; ++r) {
+        load_row(p + r * rows.st, w, x);
+        for (int64_t i = 0; i < w; ++i) {
+          const double d = static_cast<double>(x[i]) - sum[i];
+          m2[i] += d * d;
+        }
+      }
+      for (int64_t i = 0; i < w; ++i) {
+        const double v = m2[i] / std::max(0.0, n - correction);
+        var_out[o0 + i] = convert<T>(take_sqrt ? std::sqrt(v) : v);
+        if (mean_out) mean_out[o0 + i] = convert<T>(sum[i]);
+      }
+    });
+    return;
+  }
   auto chunk = [&](int64_t o, int64_t r0, int64_t r1) {
     const T* p = base + rows.kept.offset(o) + r0 * rows.st;
     const int64_t n = r1 - r0;
@@ -196,6 +270,27 @@ void logsumexp_typed(const Tensor& out, const Tensor& in) {
   if (O == 0) return;
   if (rows.R == 0) {
     for (int64_t o = 0; o < O; ++o) dst[o] = convert<T>(-std::numeric_limits<double>::infinity());
+    return;
+  }
+  if (rows.columns) {
+    for_each_column_tile(rows, base, [&](const T* p, int64_t o0, int64_t w) {
+      double sh[kColTile], sum[kColTile];
+      V x[kColTile], mx[kColTile];
+      for (int64_t i = 0; i < w; ++i) mx[i] = -std::numeric_limits<V>::infinity();
+      for (int64_t r = 0; r < rows.R; ++r) {
+        load_row(p + r * rows.st, w, x);
+        for (int64_t i = 0; i < w; ++i) mx[i] = (x[i] > mx[i] || is_nan(x[i])) && !is_nan(mx[i]) ? x[i] : mx[i];
+      }
+      for (int64_t i = 0; i < w; ++i) {
+        sh[i] = std::isinf(mx[i]) ? 0.0 : static_cast<double>(mx[i]);
+        sum[i] = 0;
+      }
+      for (int64_t r = 0; r < rows.R; ++r) {
+        load_row(p + r * rows.st, w, x);
+        for (int64_t i = 0; i < w; ++i) sum[i] += std::exp(static_cast<double>(x[i]) - sh[i]);
+      }
+      for (int64_t i = 0; i < w; ++i) dst[o0 + i] = convert<T>(std::log(sum[i]) + sh[i]);
+    });
     return;
   }
   // Pass 1: the max of each row (NaN propagates).
