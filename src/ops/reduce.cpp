@@ -74,8 +74,14 @@ Tensor rows_view(const ReducePlan& plan) {
   Shape rows = plan.kept_sizes;
   rows.push_back(plan.reduced_numel);
   Tensor r = plan.in.reshape(rows);
-  if (plan.reduced_numel > 1 && r.stride(-1) != 1) r = r.contiguous();
-  return r;
+  if (plan.reduced_numel <= 1 || r.stride(-1) == 1) return r;
+  // A strided R is walked natively when the innermost kept dim (of size > 1) is unit-stride.
+  for (int64_t d = r.dim() - 2; d >= 0; --d) {
+    if (r.size(d) == 1) continue;
+    if (r.stride(d) == 1) return r;
+    break;
+  }
+  return r.contiguous();
 }
 
 Tensor make_reduce_output(const ReducePlan& plan, DType dtype, Device device) {
@@ -96,7 +102,8 @@ Tensor sum_or_prod(const char* op, const Tensor& x, const Dims& dims, bool keepd
                    bool is_sum) {
   check_defined(op, x, "input");
   DType rd = dtype ? *dtype : (is_integral(x.dtype(), /*include_bool=*/true) ? kInt64 : x.dtype());
-  Tensor xc = cast_to(x, rd);
+  // Without a dtype argument the kernel widens integers itself; with one, the input is cast first.
+  Tensor xc = dtype ? cast_to(x, rd) : x;
   ReducePlan plan = plan_reduction(op, xc, dims.dims, keepdim);
   // In bool, a sum saturates at true (any) and a product is all.
   ReduceOp rop = is_sum ? (rd == kBool ? ReduceOp::Any : ReduceOp::Sum) : (rd == kBool ? ReduceOp::All : ReduceOp::Prod);

@@ -38,7 +38,8 @@ struct ReduceParams {
 };
 
 // Reduces `in` over its last `nreduce` dims (Note [Reduction layout]) into the contiguous `out`,
-// whose numel is the product of in's leading dims. out's dtype is in's, or bool for Any/All.
+// whose numel is the product of in's leading dims. out's dtype is in's, bool for Any/All, or int64
+// for Sum/Prod of integer and bool inputs (accumulated in int64 without a cast of the input).
 using ReduceKernelFn = void(const Tensor& out, const Tensor& in, int64_t nreduce, const ReduceParams& params);
 extern KernelSlot<ReduceKernelFn> reduce_kernel;
 

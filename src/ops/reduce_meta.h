@@ -28,8 +28,8 @@ ReducePlan plan_reduction(const char* op, const Tensor& x, const std::vector<int
 // empty tensor is asked for without a dim (ValueError).
 void check_nonempty_reduction(const char* op, const Tensor& x, const ReducePlan& plan);
 
-// The plan's input as (kept..., R) with a single reduced dim, made contiguous when the reduced dim
-// is not unit-stride (the row kernels walk R innermost).
+// The plan's input as (kept..., R) with a single reduced dim; made contiguous when neither R nor the
+// innermost kept dim is unit-stride (the row kernels walk one of the two innermost).
 Tensor rows_view(const ReducePlan& plan);
 
 // Allocates the kernels' output (kept sizes, contiguous) on x's device.

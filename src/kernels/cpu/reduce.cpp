@@ -141,9 +141,8 @@ class Reducer {
   static constexpr int kLanes = std::min<int>(32, static_cast<int>(128 / sizeof(A)));
   static constexpr int64_t kLeaf = 4096;             // inner traversal: elements per leaf
   static constexpr int64_t kChunk = kLeaf * 16;      // inner traversal: elements per parallel chunk
-  static constexpr int kTile = 64;                   // outer traversal: outputs advancing together
+  static constexpr int kTile = 4096;                 // outer traversal: outputs advancing together
   static constexpr int64_t kLeafRows = 16;           // outer traversal: rows per leaf
-  static constexpr int64_t kChunkRows = kLeafRows * 256;
   static constexpr int kWiden = 256;                 // 16-bit floats are widened in blocks this long
 
  public:
@@ -164,8 +163,14 @@ class Reducer {
     }
     const bool outer = kept_.n > 0 && kept_.inner_stride() == 1 && kept_.inner_size() > 1 &&
                        (red_.n == 0 || red_.inner_stride() != 1);
-    if (outer) run_outer();
-    else run_inner();
+    if (!outer) {
+      run_inner();
+    } else if (kept_.inner_size() <= kLanes && kLanes % kept_.inner_size() == 0 && red_.n == 1 &&
+               red_.stride[0] == kept_.inner_size()) {
+      run_columns();
+    } else {
+      run_outer();
+    }
   }
 
  private:
@@ -216,7 +221,11 @@ class Reducer {
     const int64_t n = r1 - r0;
     if (n <= kLeaf) return leaf_inner(p, r0, r1);
     const int64_t m = tree_split(n, kLeaf);
-    return op_.combine(tree_inner(p, r0, r0 + m), tree_inner(p, r0 + m, r1));
+    // Left before right, explicitly: argument evaluation order is unspecified, and walking memory
+    // backwards block by block halves the bandwidth the prefetchers deliver.
+    const A left = tree_inner(p, r0, r0 + m);
+    const A right = tree_inner(p, r0 + m, r1);
+    return op_.combine(left, right);
   }
 
   void run_inner() const {
@@ -240,18 +249,82 @@ class Reducer {
     for (int64_t o = 0; o < O; ++o) out_[o] = finalize(fold_partials(part.data() + o * nc, nc, comb), R);
   }
 
+  // ---- narrow outer traversal ------------------------------------------------------------------------
+  // Rows of W contiguous outputs (W divides the lane count) stored back to back: the block is one
+  // contiguous run, accumulated by the inner traversal's lanes, lane j holding column j % W.
+  void fold_columns(A* acc, int64_t W, A* res) const {
+    for (int64_t w = kLanes / 2; w >= W; w /= 2)
+      for (int64_t j = 0; j < w; ++j) acc[j] = op_.combine(acc[j], acc[j + w]);
+    for (int64_t c = 0; c < W; ++c) res[c] = acc[c];
+  }
+
+  // res[0, W) = the reduction of the elements [e0, e1) of the block at p (e0, e1 multiples of W).
+  void tree_columns(const T* p, int64_t e0, int64_t e1, int64_t W, A* res) const {
+    const int64_t n = e1 - e0;
+    if (n <= kLeaf) {
+      A acc[kLanes];
+      for (int j = 0; j < kLanes; ++j) acc[j] = op_.init();
+      lanes_run(p + e0, n, 1, acc);
+      fold_columns(acc, W, res);
+      return;
+    }
+    const int64_t m = tree_split(n, kLeaf);
+    tree_columns(p, e0, e0 + m, W, res);
+    A tmp[kLanes];
+    tree_columns(p, e0 + m, e1, W, tmp);
+    for (int64_t c = 0; c < W; ++c) res[c] = op_.combine(res[c], tmp[c]);
+  }
+
+  void run_columns() const {
+    const int64_t W = kept_.inner_size(), E = red_.numel * W;
+    const DimGroup kq = kept_.outer();
+    const int64_t Q = kq.numel;
+    const int nt = max_threads();
+    if (nt == 1 || Q >= 2 * nt || E < 2 * kChunk) {
+      const bool par = nt > 1 && Q > 1 && Q * E >= 32768;
+#pragma omp parallel for schedule(static) if (par)
+      for (int64_t q = 0; q < Q; ++q) {
+        A res[kLanes];
+        tree_columns(base_ + kq.offset(q), 0, E, W, res);
+        for (int64_t c = 0; c < W; ++c) out_[q * W + c] = finalize(res[c], red_.numel);
+      }
+      return;
+    }
+    const int64_t nc = ceil_div(E, kChunk);  // kChunk is a multiple of every W that gets here
+    std::vector<A> part(static_cast<size_t>(Q * nc * W));
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < Q * nc; ++t) {
+      const int64_t q = t / nc, c = t % nc;
+      tree_columns(base_ + kq.offset(q), c * kChunk, std::min(E, (c + 1) * kChunk), W, part.data() + t * W);
+    }
+    auto comb = [this](A a, A b) { return op_.combine(a, b); };
+    std::vector<A> col(static_cast<size_t>(nc));
+    for (int64_t q = 0; q < Q; ++q)
+      for (int64_t c = 0; c < W; ++c) {
+        for (int64_t k = 0; k < nc; ++k) col[k] = part[(q * nc + k) * W + c];
+        out_[q * W + c] = finalize(fold_partials(col.data(), nc, comb), red_.numel);
+      }
+  }
+
   // ---- outer traversal ---------------------------------------------------------------------------
-  void row(const T* p, int64_t w, A* acc) const {
+  // A tile is up to kTile neighbouring outputs; reading whole tile-wide row segments in order keeps
+  // the input stream sequential. Partial results of the tree's levels live in `scratch`, one
+  // tile-wide buffer per level (a thread's own), so the tree costs no stack.
+  void row(const T* p, int64_t w, A* __restrict acc) const {
     if constexpr (is_16bit_float_v<T>) {
-      float buf[kTile];
-      widen(p, w, buf);
-      for (int64_t i = 0; i < w; ++i) acc[i] = op_.combine(acc[i], op_.map(buf[i]));
+      float buf[kWiden];
+      for (int64_t i0 = 0; i0 < w; i0 += kWiden) {
+        const int64_t m = std::min<int64_t>(kWiden, w - i0);
+        widen(p + i0, m, buf);
+        for (int64_t i = 0; i < m; ++i) acc[i0 + i] = op_.combine(acc[i0 + i], op_.map(buf[i]));
+      }
     } else {
       for (int64_t i = 0; i < w; ++i) acc[i] = op_.combine(acc[i], op_.map(static_cast<V>(p[i])));
     }
   }
 
-  void tree_outer(const T* p, int64_t r0, int64_t r1, int64_t w, A* acc) const {
+  // acc[0, w) = the reduction of rows [r0, r1) of the tile at p.
+  void tree_outer(const T* p, int64_t r0, int64_t r1, int64_t w, A* acc, A* scratch) const {
     const int64_t n = r1 - r0;
     if (n <= kLeafRows) {
       for (int64_t i = 0; i < w; ++i) acc[i] = op_.init();
@@ -261,14 +334,20 @@ class Reducer {
       return;
     }
     const int64_t m = tree_split(n, kLeafRows);
-    tree_outer(p, r0, r0 + m, w, acc);
-    A tmp[kTile];
-    tree_outer(p, r0 + m, r1, w, tmp);
-    for (int64_t i = 0; i < w; ++i) acc[i] = op_.combine(acc[i], tmp[i]);
+    tree_outer(p, r0, r0 + m, w, acc, scratch);
+    tree_outer(p, r0 + m, r1, w, scratch, scratch + kTile);
+    for (int64_t i = 0; i < w; ++i) acc[i] = op_.combine(acc[i], scratch[i]);
+  }
+
+  static int64_t tree_levels(int64_t rows) {
+    int64_t levels = 1;
+    for (int64_t r = kLeafRows; r < rows; r *= 2) ++levels;
+    return levels;
   }
 
   void run_outer() const {
     const int64_t R = red_.numel, W = kept_.inner_size(), tiles = ceil_div(W, kTile);
+    const int64_t tw = std::min<int64_t>(kTile, W);  // the widest tile
     const DimGroup kq = kept_.outer();
     const int64_t G = kq.numel * tiles;
     auto tile_of = [&](int64_t g, const T*& p, int64_t& o0, int64_t& w) {
@@ -277,41 +356,64 @@ class Reducer {
       o0 = q * W + t * kTile;
       w = std::min<int64_t>(kTile, W - t * kTile);
     };
+    // Chunks of at least 256K elements, a power-of-two multiple of the leaf (Note [Reduction tree]).
+    int64_t chunk_rows = kLeafRows;
+    while (chunk_rows * tw < (int64_t{1} << 18)) chunk_rows *= 2;
     const int nt = max_threads();
-    if (nt == 1 || G >= 2 * nt || R < 2 * kChunkRows) {
+    if (nt == 1 || G >= 2 * nt || R < 2 * chunk_rows) {
       const bool par = nt > 1 && G > 1 && kept_.numel * R >= 32768;
-#pragma omp parallel for schedule(static) if (par)
-      for (int64_t g = 0; g < G; ++g) {
-        const T* p;
-        int64_t o0, w;
-        tile_of(g, p, o0, w);
-        A acc[kTile];
-        tree_outer(p, 0, R, w, acc);
-        for (int64_t i = 0; i < w; ++i) out_[o0 + i] = finalize(acc[i], R);
+#pragma omp parallel if (par)
+      {
+        std::vector<A> buf(static_cast<size_t>((tree_levels(R) + 1) * kTile));
+#pragma omp for schedule(static)
+        for (int64_t g = 0; g < G; ++g) {
+          const T* p;
+          int64_t o0, w;
+          tile_of(g, p, o0, w);
+          tree_outer(p, 0, R, w, buf.data(), buf.data() + kTile);
+          for (int64_t i = 0; i < w; ++i) out_[o0 + i] = finalize(buf[i], R);
+        }
       }
       return;
     }
-    const int64_t nc = ceil_div(R, kChunkRows);
-    std::vector<A> part(static_cast<size_t>(G * nc * kTile));
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < G * nc; ++t) {
-      const int64_t g = t / nc, c = t % nc;
-      const T* p;
-      int64_t o0, w;
-      tile_of(g, p, o0, w);
-      tree_outer(p, c * kChunkRows, std::min(R, (c + 1) * kChunkRows), w, part.data() + t * kTile);
-    }
-    std::vector<A> col(static_cast<size_t>(nc));
-    auto comb = [this](A a, A b) { return op_.combine(a, b); };
-    for (int64_t g = 0; g < G; ++g) {
-      const T* p;
-      int64_t o0, w;
-      tile_of(g, p, o0, w);
-      for (int64_t i = 0; i < w; ++i) {
-        for (int64_t c = 0; c < nc; ++c) col[c] = part[(g * nc + c) * kTile + i];
-        out_[o0 + i] = finalize(fold_partials(col.data(), nc, comb), R);
+    // Few tiles, many rows: chunks of rows in parallel, then the chunk results of each tile fold in
+    // place by the same tree (left block's row absorbs the right block's).
+    const int64_t nc = ceil_div(R, chunk_rows);
+    std::vector<A> part(static_cast<size_t>(G * nc * tw));
+#pragma omp parallel
+    {
+      std::vector<A> buf(static_cast<size_t>(tree_levels(chunk_rows) * kTile));
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < G * nc; ++t) {
+        const int64_t g = t / nc, c = t % nc;
+        const T* p;
+        int64_t o0, w;
+        tile_of(g, p, o0, w);
+        tree_outer(p, c * chunk_rows, std::min(R, (c + 1) * chunk_rows), w, part.data() + t * tw, buf.data());
+      }
+      // Each thread folds a slice of every tile's columns.
+#pragma omp for schedule(static)
+      for (int64_t s = 0; s < G * ceil_div(tw, 64); ++s) {
+        const int64_t g = s / ceil_div(tw, 64), i0 = (s % ceil_div(tw, 64)) * 64;
+        const T* p;
+        int64_t o0, w;
+        tile_of(g, p, o0, w);
+        if (i0 >= w) continue;
+        A* rows0 = part.data() + g * nc * tw + i0;
+        fold_rows(rows0, nc, tw, std::min<int64_t>(64, w - i0));
+        for (int64_t i = 0; i < std::min<int64_t>(64, w - i0); ++i) out_[o0 + i0 + i] = finalize(rows0[i], R);
       }
     }
+  }
+
+  // Folds n rows (stride `stride`, width w) into the first, by the tree of fold_partials.
+  void fold_rows(A* rows, int64_t n, int64_t stride, int64_t w) const {
+    if (n == 1) return;
+    const int64_t m = tree_split(n, 1);
+    fold_rows(rows, m, stride, w);
+    fold_rows(rows + m * stride, n - m, stride, w);
+    const A* right = rows + m * stride;
+    for (int64_t i = 0; i < w; ++i) rows[i] = op_.combine(rows[i], right[i]);
   }
 
   Op op_;
@@ -335,11 +437,23 @@ void reduce_floating(const char* name, const Tensor& out, const Tensor& in, int6
 void reduce_cpu(const Tensor& out, const Tensor& in, int64_t nreduce, const ReduceParams& prm) {
   switch (prm.op) {
     case ReduceOp::Sum:
+      if (out.dtype() != in.dtype()) {  // integers and bool accumulate straight into int64
+        dispatch_dtype<DTypeSet::IntegralAndBool>(in.dtype(), "sum", [&]<class T>(TypeTag<T>) {
+          reduce_with<T, int64_t>(out, in, nreduce, SumOp<T, int64_t>{});
+        });
+        return;
+      }
       dispatch_dtype<DTypeSet::AllNoBool>(in.dtype(), "sum", [&]<class T>(TypeTag<T>) {
         reduce_with<T, T>(out, in, nreduce, SumOp<load_t<T>, acc_t<T>>{});
       });
       return;
     case ReduceOp::Prod:
+      if (out.dtype() != in.dtype()) {
+        dispatch_dtype<DTypeSet::IntegralAndBool>(in.dtype(), "prod", [&]<class T>(TypeTag<T>) {
+          reduce_with<T, int64_t>(out, in, nreduce, ProdOp<T, int64_t>{});
+        });
+        return;
+      }
       dispatch_dtype<DTypeSet::AllNoBool>(in.dtype(), "prod", [&]<class T>(TypeTag<T>) {
         reduce_with<T, T>(out, in, nreduce, ProdOp<load_t<T>, acc_t<T>>{});
       });

@@ -182,8 +182,10 @@ inline int64_t tree_split(int64_t n, int64_t leaf) {
 template <class A, class Combine>
 inline A fold_partials(const A* p, int64_t n, Combine&& combine) {
   if (n == 1) return p[0];
-  int64_t m = tree_split(n, 1);
-  return combine(fold_partials(p, m, combine), fold_partials(p + m, n - m, combine));
+  const int64_t m = tree_split(n, 1);
+  const A left = fold_partials(p, m, combine);
+  const A right = fold_partials(p + m, n - m, combine);
+  return combine(left, right);
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -17,20 +17,19 @@ template <class T>
 using scan_acc_t = std::conditional_t<is_16bit_float_v<T>, float,
                                       std::conditional_t<std::is_floating_point_v<T>, double, int64_t>>;
 
-template <class A>
-inline A scan_combine(A a, A b, bool is_prod) {
+template <bool IsProd, class A>
+inline A scan_combine(A a, A b) {
   if constexpr (std::is_integral_v<A>) {  // wrap around on overflow, as int64 arithmetic in PyTorch
     const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-    return static_cast<A>(is_prod ? ua * ub : ua + ub);
+    return static_cast<A>(IsProd ? ua * ub : ua + ub);
   } else {
-    return is_prod ? a * b : a + b;
+    return IsProd ? a * b : a + b;
   }
 }
 
-template <class T>
-void scan_typed(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
+template <class T, bool IsProd>
+void scan_typed(const Tensor& out, const Tensor& in, int64_t dim) {
   using A = scan_acc_t<T>;
-  const bool is_prod = op == ScanOp::Prod;
   const int64_t numel = in.numel();
   if (numel == 0) return;
   const T* src = static_cast<const T*>(in.data_ptr());
@@ -41,17 +40,32 @@ void scan_typed(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
     else if (d == dim) L = in.size(d);
     else inner *= in.size(d);
   }
-  const A identity = is_prod ? A(1) : A(0);
+  const A identity = IsProd ? A(1) : A(0);
   const bool par = max_threads() > 1 && numel >= 32768;
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (par && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T* s = src + o * L;
-      T* d = dst + o * L;
-      A acc = identity;
-      for (int64_t l = 0; l < L; ++l) {
-        acc = scan_combine(acc, static_cast<A>(static_cast<load_t<T>>(s[l])), is_prod);
-        d[l] = convert<T>(acc);
+    // A running total is one long dependency chain; four rows side by side overlap four chains.
+    constexpr int64_t kRows = 4;
+    const int64_t groups = ceil_div(outer, kRows);
+#pragma omp parallel for schedule(static) if (par && groups > 1)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t o0 = g * kRows, nr = std::min(kRows, outer - o0);
+      const T* s = src + o0 * L;
+      T* d = dst + o0 * L;
+      if (nr == kRows) {
+        A acc[kRows] = {identity, identity, identity, identity};
+        for (int64_t l = 0; l < L; ++l)
+          for (int64_t k = 0; k < kRows; ++k) {
+            acc[k] = scan_combine<IsProd>(acc[k], static_cast<A>(static_cast<load_t<T>>(s[k * L + l])));
+            d[k * L + l] = convert<T>(acc[k]);
+          }
+        continue;
+      }
+      for (int64_t k = 0; k < nr; ++k) {
+        A acc = identity;
+        for (int64_t l = 0; l < L; ++l) {
+          acc = scan_combine<IsProd>(acc, static_cast<A>(static_cast<load_t<T>>(s[k * L + l])));
+          d[k * L + l] = convert<T>(acc);
+        }
       }
     }
     return;
@@ -67,7 +81,7 @@ void scan_typed(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
       const T* s = src + (o * L + l) * inner + i0;
       T* d = dst + (o * L + l) * inner + i0;
       for (int64_t i = 0; i < w; ++i) {
-        acc[i] = scan_combine(acc[i], static_cast<A>(static_cast<load_t<T>>(s[i])), is_prod);
+        acc[i] = scan_combine<IsProd>(acc[i], static_cast<A>(static_cast<load_t<T>>(s[i])));
         d[i] = convert<T>(acc[i]);
       }
     }
@@ -76,7 +90,10 @@ void scan_typed(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
 
 void scan_cpu(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
   dispatch_dtype<DTypeSet::AllNoBool>(in.dtype(), op == ScanOp::Sum ? "cumsum" : "cumprod",
-                                      [&]<class T>(TypeTag<T>) { scan_typed<T>(out, in, dim, op); });
+                                      [&]<class T>(TypeTag<T>) {
+                                        if (op == ScanOp::Prod) scan_typed<T, true>(out, in, dim);
+                                        else scan_typed<T, false>(out, in, dim);
+                                      });
 }
 
 }  // namespace
