@@ -86,4 +86,3 @@ BENCHMARK(BM_cumsum_f32_4096x4096_dim1)->Unit(benchmark::kMillisecond)->UseRealT
 
 }  // namespace
 
-BENCHMARK_MAIN();
