@@ -37,14 +37,14 @@ def cpu_name():
 def run_tessera(binary, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     names = "|".join(v[0] for v in TARGETS.values())
-    out = subprocess.run([binary, f"--benchmark_filter=^({names})$", "--benchmark_format=json",
+    out = subprocess.run([binary, f"--benchmark_filter=^({names})(/real_time)?$", "--benchmark_format=json",
                           "--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true"],
                          env=env, check=True, capture_output=True, text=True).stdout
     res = {}
     for b in json.loads(out)["benchmarks"]:
         if b.get("aggregate_name") == "median":
             scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
-            res[b["run_name"]] = b["real_time"] * scale
+            res[b["run_name"].split("/")[0]] = b["real_time"] * scale
     return res
 
 
