@@ -192,6 +192,33 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool 
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted = true, bool return_inverse = false,
                                           bool return_counts = false, std::optional<int64_t> dim = std::nullopt);
 
+// ---- convolution and pooling (NCHW) ----------------------------------------------------------
+// A pair of sizes for 2-D ops: `2` means (2, 2); `{2, 3}` means (2, 3).
+struct IntPair {
+  int64_t h, w;
+  IntPair(int64_t v) : h(v), w(v) {}  // NOLINT
+  IntPair(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+// x (N, C_in, L), weight (C_out, C_in / groups, K), bias (C_out) -> (N, C_out, L_out)
+Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// x (N, C_in, H, W), weight (C_out, C_in / groups, KH, KW), bias (C_out) -> (N, C_out, H_out, W_out)
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+              IntPair stride = 1, IntPair padding = 0, IntPair dilation = 1, int64_t groups = 1);
+// x (N, C_in, H, W), weight (C_in, C_out / groups, KH, KW) -> (N, C_out, H_out, W_out)
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                        IntPair stride = 1, IntPair padding = 0, IntPair output_padding = 0, int64_t groups = 1,
+                        IntPair dilation = 1);
+// stride defaults to the kernel size. Indices are flat positions within each (H, W) plane, int64.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kernel_size,
+                                                   std::optional<IntPair> stride = std::nullopt, IntPair padding = 0,
+                                                   IntPair dilation = 1, bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> stride = std::nullopt,
+                  IntPair padding = 0, IntPair dilation = 1, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> stride = std::nullopt,
+                  IntPair padding = 0, bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size);
+
 // ---- threads --------------------------------------------------------------------------------
 void set_num_threads(int n);  // OpenMP threads (and OpenBLAS's) for CPU kernels
 int get_num_threads();
