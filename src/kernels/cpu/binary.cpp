@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise_register.h"
+#include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/vec_math.h"
 #include "ops/elementwise_kernel.h"
 #include "tensor/elementwise_iter.h"
@@ -24,13 +25,13 @@ template <class In, class Out, class F>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   ElementwiseIter it(out, {&a, &b});
   constexpr int64_t so = sizeof(Out), si = sizeof(In);
+  const bool stream = use_streaming_stores(it.numel(), so);  // Note [Streaming stores]
   it.for_each([&](char* const* p, const int64_t* st, int64_t n) {
     Out* o = reinterpret_cast<Out*>(p[0]);
     const In* x = reinterpret_cast<const In*>(p[1]);
     const In* y = reinterpret_cast<const In*>(p[2]);
     if (st[0] == so && st[1] == si && st[2] == si) {
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      store_contiguous(o, n, stream, [&](int64_t i) TS_LAMBDA_INLINE { return f(x[i], y[i]); });
     } else if (st[0] == so && st[1] == si && st[2] == 0) {
       const In yv = *y;
 #pragma omp simd

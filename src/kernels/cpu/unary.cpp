@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise_register.h"
+#include "kernels/cpu/stream_store.h"
 #include "kernels/cpu/vec_math.h"
 #include "ops/elementwise_kernel.h"
 #include "tensor/elementwise_iter.h"
@@ -20,13 +21,13 @@ namespace {
 template <class In, class Out, class F>
 void unary_loop(const Tensor& out, const Tensor& x, F f) {
   ElementwiseIter it(out, {&x});
+  const bool stream = use_streaming_stores(it.numel(), sizeof(Out));  // Note [Streaming stores]
   it.for_each([&](char* const* p, const int64_t* st, int64_t n) {
     if (st[0] == static_cast<int64_t>(sizeof(Out)) && st[1] == static_cast<int64_t>(sizeof(In))) {
       // out may be x itself (in place); each element is read before it is written.
       Out* o = reinterpret_cast<Out*>(p[0]);
       const In* a = reinterpret_cast<const In*>(p[1]);
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      store_contiguous(o, n, stream, [&](int64_t i) TS_LAMBDA_INLINE { return f(a[i]); });
     } else {
       char* o = p[0];
       const char* a = p[1];
