@@ -27,11 +27,37 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
+// A case takes part in the gradient comparison when it compares values, has a floating input and
+// its op gives a floating output: PyTorch and tessera then differentiate the same weighted sum of
+// the outputs (weights written by the C++ side as "<case>/w<j>") with respect to the floating inputs.
+bool is_grad_case(const Case& c) {
+  if (!c.compare_values) return false;
+  bool float_in = false;
+  for (const ts::Tensor& t : c.inputs) float_in = float_in || t.is_floating_point();
+  return float_in;
+}
+
+std::vector<ts::Tensor> float_outputs(const std::vector<ts::Tensor>& outs) {
+  std::vector<ts::Tensor> r;
+  for (const ts::Tensor& o : outs) r.push_back(o.is_floating_point() ? o : ts::Tensor());
+  return r;
+}
+
 int write_inputs(const std::string& path, const std::vector<Case>& cases) {
   std::map<std::string, ts::Tensor> tensors;
   std::map<std::string, std::string> meta;
   for (const Case& c : cases) {
     for (size_t i = 0; i < c.inputs.size(); ++i) tensors[c.name + "/in" + std::to_string(i)] = c.inputs[i];
+    if (is_grad_case(c)) {
+      try {
+        std::vector<ts::Tensor> outs = float_outputs(c.run(c.inputs));
+        for (size_t j = 0; j < outs.size(); ++j)
+          if (outs[j].defined() && outs[j].numel() > 0)
+            tensors[c.name + "/w" + std::to_string(j)] = ts::testing::test_data(outs[j].sizes(), outs[j].dtype(), 97 + j);
+      } catch (const ts::Error&) {
+        // a case where tessera raises has no gradient to compare
+      }
+    }
     meta["case:" + c.name] = "{\"expr\": \"" + json_escape(c.torch_expr) + "\", \"n\": " + std::to_string(c.inputs.size()) + "}";
   }
   ts::save_safetensors(tensors, path, meta);
@@ -96,6 +122,60 @@ void run_case(const Case& c) {
   }
 }
 
+void run_grad_case(const Case& c) {
+  const Oracle& o = oracle();
+  if (!o.available) {
+    if (std::getenv("CI") && std::string(std::getenv("CI")) == "true") FAIL() << o.why;
+    GTEST_SKIP() << o.why;
+  }
+  if (o.meta.count("error:" + c.name) || o.meta.count("grad_error:" + c.name)) {
+    GTEST_SKIP() << "PyTorch computes no gradient here: "
+                 << (o.meta.count("grad_error:" + c.name) ? o.meta.at("grad_error:" + c.name) : o.meta.at("error:" + c.name));
+  }
+  std::vector<ts::Tensor> inputs, wrt;
+  std::vector<size_t> wrt_index;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    ts::Tensor x = c.inputs[i].detach();
+    if (x.is_floating_point()) {
+      x = x.clone().requires_grad_();
+      wrt.push_back(x);
+      wrt_index.push_back(i);
+    }
+    inputs.push_back(x);
+  }
+  std::vector<ts::Tensor> outs = float_outputs(c.run(inputs));
+  ts::Tensor loss;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    auto w = o.outputs.find(c.name + "/w" + std::to_string(j));
+    if (!outs[j].defined() || w == o.outputs.end() || !outs[j].requires_grad()) continue;
+    ts::Tensor term = (outs[j] * w->second).sum().to(ts::kFloat64);
+    loss = loss.defined() ? loss + term : term;
+  }
+  bool torch_has_grads = false;
+  for (size_t i = 0; i < c.inputs.size(); ++i) torch_has_grads |= o.outputs.count(c.name + "/grad" + std::to_string(i)) > 0;
+  if (!loss.defined() || !loss.requires_grad()) {
+    if (torch_has_grads) FAIL() << "PyTorch differentiates " << c.torch_expr << " but tessera recorded no gradient";
+    GTEST_SKIP() << "neither PyTorch nor tessera differentiates this op";
+  }
+  std::vector<ts::Tensor> grads = ts::autograd::grad({loss}, wrt, {}, std::nullopt, false, true);
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    auto want = o.outputs.find(c.name + "/grad" + std::to_string(wrt_index[k]));
+    if (want == o.outputs.end()) {
+      EXPECT_TRUE(!grads[k].defined() || ts::equal(grads[k], ts::zeros_like(grads[k])))
+          << "PyTorch gives input " << wrt_index[k] << " no gradient, tessera a nonzero one";
+      continue;
+    }
+    ts::Tensor have = grads[k].defined() ? grads[k] : ts::zeros_like(wrt[k]);
+    EXPECT_EQ(ts::dtype_name(have.dtype()), std::string(ts::dtype_name(want->second.dtype()))) << "grad " << wrt_index[k] << " dtype";
+    ASSERT_EQ(have.sizes(), want->second.sizes()) << "grad " << wrt_index[k] << " sizes";
+    // Gradients go through more roundings than outputs: twice the output tolerance, at least 1e-5.
+    ts::testing::Tolerance tol = ts::testing::tolerance_for(have.dtype());
+    if (c.tol) tol = {std::max(tol.rtol, c.tol->rtol), std::max(tol.atol, c.tol->atol)};
+    tol = {std::max(2 * tol.rtol, 1e-5), std::max(2 * tol.atol, 1e-5)};
+    EXPECT_TRUE(ts::testing::all_close(have, want->second, tol)) << "gradient of input " << wrt_index[k] << " of " << c.torch_expr;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,6 +190,19 @@ int main(int argc, char** argv) {
                                 const Case* c;
                                 explicit T(const Case* c) : c(c) {}
                                 void TestBody() override { run_case(*c); }
+                              };
+                              return new T(cp);
+                            });
+  }
+  for (const Case& c : cases) {
+    if (!is_grad_case(c)) continue;
+    const Case* cp = &c;
+    ::testing::RegisterTest("ConformanceGrad", c.name.c_str(), nullptr, c.op.c_str(), __FILE__, __LINE__,
+                            [cp]() -> ::testing::Test* {
+                              struct T : ::testing::Test {
+                                const Case* c;
+                                explicit T(const Case* c) : c(c) {}
+                                void TestBody() override { run_grad_case(*c); }
                               };
                               return new T(cp);
                             });

@@ -85,9 +85,26 @@ def evaluate(expr, x):
         return (type(r)(back(t) for t in r) if isinstance(r, (tuple, list)) else back(r)), True
 
 
+def gradients(expr, x, weights):
+    """Gradients of sum_j sum(out_j * w_j) with respect to the floating inputs, by input index."""
+    xs = [t.detach().clone().requires_grad_() if t.is_floating_point() else t for t in x]
+    r, _ = evaluate(expr, xs)
+    outs = as_tensors(r)
+    loss = None
+    for j, w in weights.items():
+        if j < len(outs) and outs[j].requires_grad:
+            term = (outs[j] * w).sum().double()
+            loss = term if loss is None else loss + term
+    if loss is None:
+        return {}
+    wrt = [(i, t) for i, t in enumerate(xs) if t.is_floating_point()]
+    grads = torch.autograd.grad(loss, [t for _, t in wrt], allow_unused=True)
+    return {i: g for (i, _), g in zip(wrt, grads) if g is not None}
+
+
 def main():
     inputs, meta = read(sys.argv[1])
-    outputs, errors, emulated = {}, {}, []
+    outputs, errors, emulated, grad_errors = {}, {}, [], {}
     torch.manual_seed(0)
     for key, spec in meta.items():
         if not key.startswith("case:"):
@@ -96,15 +113,25 @@ def main():
         spec = json.loads(spec)
         x = [inputs[f"{name}/in{i}"] for i in range(spec["n"])]
         try:
-            r, emu = evaluate(spec["expr"], x)
+            with torch.no_grad():
+                r, emu = evaluate(spec["expr"], x)
             if emu:
                 emulated.append(name)
             for j, t in enumerate(as_tensors(r)):
                 outputs[f"{name}/out{j}"] = t
         except Exception as e:  # recorded: tessera must raise as well
             errors[name] = f"{type(e).__name__}: {e}"
+            continue
+        weights = {j: inputs[k] for j in range(16) if (k := f"{name}/w{j}") in inputs}
+        if weights:
+            try:
+                for k, g in gradients(spec["expr"], x, weights).items():
+                    outputs[f"{name}/grad{k}"] = g
+            except Exception as e:
+                grad_errors[name] = f"{type(e).__name__}: {e}"
     meta_out = {"torch_version": torch.__version__, "emulated_in_float32": json.dumps(emulated)}
     meta_out.update({f"error:{k}": v for k, v in errors.items()})
+    meta_out.update({f"grad_error:{k}": v for k, v in grad_errors.items()})
     write(sys.argv[2], outputs, meta_out)
 
 
