@@ -81,7 +81,14 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, Gradche
       *p = orig - opts.eps;
       std::vector<Tensor> minus = flat_outputs(fn, inputs);
       *p = orig;
-      for (size_t o = 0; o < plus.size() && o < outputs.size(); ++o) {
+      if (plus.size() != outputs.size() || minus.size() != outputs.size()) {
+        ok = false;
+        if (reported++ < 5)
+          msg << "input " << wrt[w] << " element " << j << ": the function returned " << plus.size()
+              << " outputs while perturbed, " << outputs.size() << " unperturbed\n";
+        continue;
+      }
+      for (size_t o = 0; o < plus.size(); ++o) {
         std::vector<double> a = plus[o].tolist<double>(), b = minus[o].tolist<double>();
         for (size_t k = 0; k < a.size(); ++k) {
           double num = (a[k] - b[k]) / (2 * opts.eps);
@@ -112,6 +119,9 @@ bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, Gra
   }
   const size_t n_in = inputs.size();
   GradcheckFn first_grads = [&fn, n_in](const std::vector<Tensor>& all) {
+    // gradcheck's numerical pass runs under no_grad; the first-order gradients still need their graph,
+    // or they would come back empty and nothing would be compared.
+    EnableGradGuard grad_on;
     std::vector<Tensor> xs(all.begin(), all.begin() + n_in);
     std::vector<Tensor> gos(all.begin() + n_in, all.end());
     std::vector<Tensor> outs;

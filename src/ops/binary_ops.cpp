@@ -4,11 +4,20 @@
 // `float16 tensor + 2.5` stays float16) and is then made a 0-dim tensor of the compute dtype, which
 // the iterator broadcasts with stride 0 (the kernels' scalar fast path). Both inputs are cast to the
 // compute dtype before the kernel; predicates (comparisons, logical ops) write bool.
+//
+// Autograd (Note [Autograd stage]): the arithmetic ops (add through atan2) record themselves on their
+// original inputs, a Scalar operand recorded as the 0-dim tensor the kernel saw (it takes no gradient,
+// but a derivative can use it like a tensor); the casts made for the kernel are not recorded. Alpha
+// and div's rounding mode go into the attrs; every div records as "div". Predicates and bitwise ops
+// record nothing. The out= forms of the recorded ops refuse arguments that require grad while grad
+// mode is on, as PyTorch does.
+#include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/type_promotion.h"
+#include "tessera/autograd.h"
 
 namespace tessera {
 namespace {
@@ -79,12 +88,27 @@ Tensor as_tensor(const Operand& o, DType dtype, Device device) {
   return scalar_tensor(*o.s, TensorOptions(dtype, device));
 }
 
+// add .. atan2: the ops with a derivative.
+bool is_differentiable(BinaryOp op) { return op < BinaryOp::BitwiseAnd; }
+
+OpAttrs binary_attrs(BinaryOp op, const BinaryParams& p) {
+  OpAttrs attrs;
+  if (op == BinaryOp::Add || op == BinaryOp::Sub) attrs.scalars = {p.alpha};
+  if (op == BinaryOp::DivTrunc) attrs.str = "trunc";
+  if (op == BinaryOp::DivFloor) attrs.str = "floor";
+  return attrs;
+}
+
 Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operand& b, Tensor* out,
                    const BinaryParams& p = {}) {
   const Tensor* first = a.t ? a.t : b.t;
   OpScope scope(name, {first, b.t ? b.t : first});
   if (a.t) check_defined(name, *a.t, "input");
   if (b.t) check_defined(name, *b.t, "other");
+  if (out && is_differentiable(op)) {
+    TS_CHECK(!should_record({a.t, b.t, out}), ValueError, name, ": functions with out=... arguments don't support "
+             "automatic differentiation, but one of the arguments requires grad.");
+  }
   check_same_device(name, {a.t, b.t, out});
   const Device device = a.t ? a.t->device() : b.t->device();
   const Shape shape = broadcast_shapes(a.t ? a.t->sizes() : Shape{}, b.t ? b.t->sizes() : Shape{}, name);
@@ -103,11 +127,21 @@ Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operan
   } else {
     target = make_empty(shape, result, device);
   }
-  binary_kernel(device, target, as_tensor(a, compute, device), as_tensor(b, compute, device), op, p);
+  Tensor ta, tb;
+  {
+    NoGradGuard no_record;  // the op records itself on its own inputs, not on these casts
+    ta = as_tensor(a, compute, device);
+    tb = as_tensor(b, compute, device);
+  }
+  binary_kernel(device, target, ta, tb, op, p);
   if (out) {
     if (target.is_same(*out)) out->impl()->bump_version();
     else write_out(*out, target);
     return *out;
+  }
+  if (is_differentiable(op) && should_record({a.t, b.t})) {
+    const char* recorded = op == BinaryOp::DivTrunc || op == BinaryOp::DivFloor ? "div" : name;
+    record_op(recorded, {a.t ? *a.t : ta, b.t ? *b.t : tb}, {target}, binary_attrs(op, p));
   }
   return target;
 }

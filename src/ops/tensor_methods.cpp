@@ -1,12 +1,24 @@
 // Tensor methods and operators: each forwards to the free function of the same name (functions.h),
 // so the two spellings can never disagree. In-place forms compute out of place, check that the result
 // dtype can be cast back (PyTorch's rule: no float result into an integer tensor), and write back.
+#include "ops/autograd_hook.h"
 #include "ops/op_utils.h"
 #include "tessera/functions.h"
 
 namespace tessera {
 
 namespace {
+// The value an in-place method computes from. The out-of-place op records its derivative, and the
+// copy back then bumps self's version; where that derivative saves self (the ops below whose
+// derivative reads an input: abs_, log_, mul_, div_, pow_, clamp_, addcmul_, ...), saving self would
+// make every later backward raise. Those compute from a copy of self instead, as PyTorch saves the
+// original self of an in-place op; a copy is made only while autograd records the call.
+Tensor source_of(const Tensor& self, std::initializer_list<const Tensor*> others = {}) {
+  bool record = should_record({&self});
+  for (const Tensor* t : others) record = record || should_record({t});
+  return record ? self.clone() : self;
+}
+
 Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
   TS_CHECK(can_cast(result.dtype(), self.dtype()), DTypeError, op, ": result type ", dtype_name(result.dtype()),
            " can't be cast to the desired output type ", dtype_name(self.dtype()));
@@ -20,17 +32,17 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
 Tensor Tensor::neg() const { return tessera::neg(*this); }
 Tensor& Tensor::neg_() { return assign_inplace("neg_", *this, tessera::neg(*this)); }
 Tensor Tensor::abs() const { return tessera::abs(*this); }
-Tensor& Tensor::abs_() { return assign_inplace("abs_", *this, tessera::abs(*this)); }
+Tensor& Tensor::abs_() { return assign_inplace("abs_", *this, tessera::abs(source_of(*this))); }
 Tensor Tensor::exp() const { return tessera::exp(*this); }
 Tensor& Tensor::exp_() { return assign_inplace("exp_", *this, tessera::exp(*this)); }
 Tensor Tensor::exp2() const { return tessera::exp2(*this); }
 Tensor& Tensor::exp2_() { return assign_inplace("exp2_", *this, tessera::exp2(*this)); }
 Tensor Tensor::log() const { return tessera::log(*this); }
-Tensor& Tensor::log_() { return assign_inplace("log_", *this, tessera::log(*this)); }
+Tensor& Tensor::log_() { return assign_inplace("log_", *this, tessera::log(source_of(*this))); }
 Tensor Tensor::log2() const { return tessera::log2(*this); }
-Tensor& Tensor::log2_() { return assign_inplace("log2_", *this, tessera::log2(*this)); }
+Tensor& Tensor::log2_() { return assign_inplace("log2_", *this, tessera::log2(source_of(*this))); }
 Tensor Tensor::log1p() const { return tessera::log1p(*this); }
-Tensor& Tensor::log1p_() { return assign_inplace("log1p_", *this, tessera::log1p(*this)); }
+Tensor& Tensor::log1p_() { return assign_inplace("log1p_", *this, tessera::log1p(source_of(*this))); }
 Tensor Tensor::expm1() const { return tessera::expm1(*this); }
 Tensor& Tensor::expm1_() { return assign_inplace("expm1_", *this, tessera::expm1(*this)); }
 Tensor Tensor::sqrt() const { return tessera::sqrt(*this); }
@@ -38,9 +50,9 @@ Tensor& Tensor::sqrt_() { return assign_inplace("sqrt_", *this, tessera::sqrt(*t
 Tensor Tensor::rsqrt() const { return tessera::rsqrt(*this); }
 Tensor& Tensor::rsqrt_() { return assign_inplace("rsqrt_", *this, tessera::rsqrt(*this)); }
 Tensor Tensor::sin() const { return tessera::sin(*this); }
-Tensor& Tensor::sin_() { return assign_inplace("sin_", *this, tessera::sin(*this)); }
+Tensor& Tensor::sin_() { return assign_inplace("sin_", *this, tessera::sin(source_of(*this))); }
 Tensor Tensor::cos() const { return tessera::cos(*this); }
-Tensor& Tensor::cos_() { return assign_inplace("cos_", *this, tessera::cos(*this)); }
+Tensor& Tensor::cos_() { return assign_inplace("cos_", *this, tessera::cos(source_of(*this))); }
 Tensor Tensor::tan() const { return tessera::tan(*this); }
 Tensor& Tensor::tan_() { return assign_inplace("tan_", *this, tessera::tan(*this)); }
 Tensor Tensor::tanh() const { return tessera::tanh(*this); }
@@ -50,9 +62,9 @@ Tensor& Tensor::sigmoid_() { return assign_inplace("sigmoid_", *this, tessera::s
 Tensor Tensor::relu() const { return tessera::relu(*this); }
 Tensor& Tensor::relu_() { return assign_inplace("relu_", *this, tessera::relu(*this)); }
 Tensor Tensor::silu() const { return tessera::silu(*this); }
-Tensor& Tensor::silu_() { return assign_inplace("silu_", *this, tessera::silu(*this)); }
+Tensor& Tensor::silu_() { return assign_inplace("silu_", *this, tessera::silu(source_of(*this))); }
 Tensor Tensor::erf() const { return tessera::erf(*this); }
-Tensor& Tensor::erf_() { return assign_inplace("erf_", *this, tessera::erf(*this)); }
+Tensor& Tensor::erf_() { return assign_inplace("erf_", *this, tessera::erf(source_of(*this))); }
 Tensor Tensor::floor() const { return tessera::floor(*this); }
 Tensor& Tensor::floor_() { return assign_inplace("floor_", *this, tessera::floor(*this)); }
 Tensor Tensor::ceil() const { return tessera::ceil(*this); }
@@ -88,36 +100,36 @@ Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return assign_inpla
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) { return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha)); }
 Tensor Tensor::div(const Tensor& o, const std::string& m) const { return tessera::div(*this, o, m); }
 Tensor Tensor::div(const Scalar& o, const std::string& m) const { return tessera::div(*this, o, m); }
-Tensor& Tensor::div_(const Tensor& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(*this, o, m)); }
-Tensor& Tensor::div_(const Scalar& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(*this, o, m)); }
+Tensor& Tensor::div_(const Tensor& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(source_of(*this, {&o}), o, m)); }
+Tensor& Tensor::div_(const Scalar& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(source_of(*this), o, m)); }
 Tensor Tensor::mul(const Tensor& o) const { return tessera::mul(*this, o); }
 Tensor Tensor::mul(const Scalar& o) const { return tessera::mul(*this, o); }
-Tensor& Tensor::mul_(const Tensor& o) { return assign_inplace("mul_", *this, tessera::mul(*this, o)); }
-Tensor& Tensor::mul_(const Scalar& o) { return assign_inplace("mul_", *this, tessera::mul(*this, o)); }
+Tensor& Tensor::mul_(const Tensor& o) { return assign_inplace("mul_", *this, tessera::mul(source_of(*this, {&o}), o)); }
+Tensor& Tensor::mul_(const Scalar& o) { return assign_inplace("mul_", *this, tessera::mul(source_of(*this), o)); }
 Tensor Tensor::pow(const Tensor& o) const { return tessera::pow(*this, o); }
 Tensor Tensor::pow(const Scalar& o) const { return tessera::pow(*this, o); }
-Tensor& Tensor::pow_(const Tensor& o) { return assign_inplace("pow_", *this, tessera::pow(*this, o)); }
-Tensor& Tensor::pow_(const Scalar& o) { return assign_inplace("pow_", *this, tessera::pow(*this, o)); }
+Tensor& Tensor::pow_(const Tensor& o) { return assign_inplace("pow_", *this, tessera::pow(source_of(*this, {&o}), o)); }
+Tensor& Tensor::pow_(const Scalar& o) { return assign_inplace("pow_", *this, tessera::pow(source_of(*this), o)); }
 Tensor Tensor::maximum(const Tensor& o) const { return tessera::maximum(*this, o); }
 Tensor Tensor::maximum(const Scalar& o) const { return tessera::maximum(*this, o); }
-Tensor& Tensor::maximum_(const Tensor& o) { return assign_inplace("maximum_", *this, tessera::maximum(*this, o)); }
-Tensor& Tensor::maximum_(const Scalar& o) { return assign_inplace("maximum_", *this, tessera::maximum(*this, o)); }
+Tensor& Tensor::maximum_(const Tensor& o) { return assign_inplace("maximum_", *this, tessera::maximum(source_of(*this, {&o}), o)); }
+Tensor& Tensor::maximum_(const Scalar& o) { return assign_inplace("maximum_", *this, tessera::maximum(source_of(*this), o)); }
 Tensor Tensor::minimum(const Tensor& o) const { return tessera::minimum(*this, o); }
 Tensor Tensor::minimum(const Scalar& o) const { return tessera::minimum(*this, o); }
-Tensor& Tensor::minimum_(const Tensor& o) { return assign_inplace("minimum_", *this, tessera::minimum(*this, o)); }
-Tensor& Tensor::minimum_(const Scalar& o) { return assign_inplace("minimum_", *this, tessera::minimum(*this, o)); }
+Tensor& Tensor::minimum_(const Tensor& o) { return assign_inplace("minimum_", *this, tessera::minimum(source_of(*this, {&o}), o)); }
+Tensor& Tensor::minimum_(const Scalar& o) { return assign_inplace("minimum_", *this, tessera::minimum(source_of(*this), o)); }
 Tensor Tensor::fmod(const Tensor& o) const { return tessera::fmod(*this, o); }
 Tensor Tensor::fmod(const Scalar& o) const { return tessera::fmod(*this, o); }
-Tensor& Tensor::fmod_(const Tensor& o) { return assign_inplace("fmod_", *this, tessera::fmod(*this, o)); }
-Tensor& Tensor::fmod_(const Scalar& o) { return assign_inplace("fmod_", *this, tessera::fmod(*this, o)); }
+Tensor& Tensor::fmod_(const Tensor& o) { return assign_inplace("fmod_", *this, tessera::fmod(source_of(*this, {&o}), o)); }
+Tensor& Tensor::fmod_(const Scalar& o) { return assign_inplace("fmod_", *this, tessera::fmod(source_of(*this), o)); }
 Tensor Tensor::remainder(const Tensor& o) const { return tessera::remainder(*this, o); }
 Tensor Tensor::remainder(const Scalar& o) const { return tessera::remainder(*this, o); }
-Tensor& Tensor::remainder_(const Tensor& o) { return assign_inplace("remainder_", *this, tessera::remainder(*this, o)); }
-Tensor& Tensor::remainder_(const Scalar& o) { return assign_inplace("remainder_", *this, tessera::remainder(*this, o)); }
+Tensor& Tensor::remainder_(const Tensor& o) { return assign_inplace("remainder_", *this, tessera::remainder(source_of(*this, {&o}), o)); }
+Tensor& Tensor::remainder_(const Scalar& o) { return assign_inplace("remainder_", *this, tessera::remainder(source_of(*this), o)); }
 Tensor Tensor::atan2(const Tensor& o) const { return tessera::atan2(*this, o); }
 Tensor Tensor::atan2(const Scalar& o) const { return tessera::atan2(*this, o); }
-Tensor& Tensor::atan2_(const Tensor& o) { return assign_inplace("atan2_", *this, tessera::atan2(*this, o)); }
-Tensor& Tensor::atan2_(const Scalar& o) { return assign_inplace("atan2_", *this, tessera::atan2(*this, o)); }
+Tensor& Tensor::atan2_(const Tensor& o) { return assign_inplace("atan2_", *this, tessera::atan2(source_of(*this, {&o}), o)); }
+Tensor& Tensor::atan2_(const Scalar& o) { return assign_inplace("atan2_", *this, tessera::atan2(source_of(*this), o)); }
 Tensor Tensor::eq(const Tensor& o) const { return tessera::eq(*this, o); }
 Tensor Tensor::eq(const Scalar& o) const { return tessera::eq(*this, o); }
 Tensor& Tensor::eq_(const Tensor& o) { return assign_inplace("eq_", *this, tessera::eq(*this, o)); }
@@ -179,17 +191,17 @@ Tensor Tensor::clamp(const Tensor& lo, const Tensor& hi) const {
   return tessera::clamp(*this, std::optional<Tensor>(lo), std::optional<Tensor>(hi));
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return assign_inplace("clamp_", *this, tessera::clamp(*this, lo, hi));
+  return assign_inplace("clamp_", *this, tessera::clamp(source_of(*this), lo, hi));
 }
 Tensor Tensor::lerp(const Tensor& end, const Scalar& w) const { return tessera::lerp(*this, end, w); }
 Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return tessera::lerp(*this, end, w); }
 Tensor Tensor::addcmul(const Tensor& a, const Tensor& b, const Scalar& v) const { return tessera::addcmul(*this, a, b, v); }
 Tensor Tensor::addcdiv(const Tensor& a, const Tensor& b, const Scalar& v) const { return tessera::addcdiv(*this, a, b, v); }
 Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, const Scalar& v) {
-  return assign_inplace("addcmul_", *this, tessera::addcmul(*this, a, b, v));
+  return assign_inplace("addcmul_", *this, tessera::addcmul(source_of(*this, {&a, &b}), a, b, v));
 }
 Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, const Scalar& v) {
-  return assign_inplace("addcdiv_", *this, tessera::addcdiv(*this, a, b, v));
+  return assign_inplace("addcdiv_", *this, tessera::addcdiv(source_of(*this, {&a, &b}), a, b, v));
 }
 Tensor Tensor::where(const Tensor& cond, const Tensor& other) const { return tessera::where(cond, *this, other); }
 

@@ -4,11 +4,20 @@
 // Result dtypes follow PyTorch: where/clamp/addcmul/addcdiv promote over all their operands (numbers
 // as wrapped numbers); lerp requires one floating dtype for all tensors; softmax computes in the input
 // dtype (or `dtype` when given), the 16-bit floats accumulating in float32 inside the kernel.
+//
+// Autograd (Note [Autograd stage]): where, clamp, lerp, addcmul, addcdiv, softmax and log_softmax
+// record themselves on their original inputs (the casts made for the kernel are not recorded). A
+// Scalar operand (where's branch, a clamp bound, lerp's weight) is recorded as the 0-dim tensor the
+// kernel saw, an absent clamp bound as an undefined tensor, so each op has one derivative; where's
+// condition goes into attrs.tensors, addcmul/addcdiv's value into attrs.scalars, softmax's dim into
+// attrs.ints. allclose and equal return bools and record nothing.
+#include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/type_promotion.h"
+#include "tessera/autograd.h"
 
 namespace tessera {
 namespace {
@@ -26,6 +35,11 @@ Tensor run_ternary(const char* name, TernaryOp op, DType dtype, const Shape& sha
 
 Tensor scalar_as(const Scalar& s, DType d, const Tensor& like) { return scalar_tensor(s, TensorOptions(d, like.device())); }
 
+// Records `op` when an input requires grad; `inputs` may hold undefined tensors (absent operands).
+void record_if_needed(const char* op, const std::vector<Tensor>& inputs, const Tensor& out) {
+  if (should_record(inputs)) record_op(op, inputs, {out});
+}
+
 }  // namespace
 
 // ---- where ----------------------------------------------------------------------------------------
@@ -40,9 +54,20 @@ static Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, 
   if (b) rt.add(*b); else rt.add(*bs);
   const DType d = rt.result();
   const Shape shape = broadcast3("where", cond.sizes(), a ? a->sizes() : Shape{}, b ? b->sizes() : Shape{});
-  Tensor ta = a ? cast_to(*a, d) : scalar_as(*as, d, cond);
-  Tensor tb = b ? cast_to(*b, d) : scalar_as(*bs, d, cond);
-  return run_ternary("where", TernaryOp::Where, d, shape, cast_to(cond, kBool), ta, tb, {});
+  Tensor ta, tb, tc;
+  {
+    NoGradGuard no_record;  // the op records itself on its own inputs, not on these casts
+    ta = a ? cast_to(*a, d) : scalar_as(*as, d, cond);
+    tb = b ? cast_to(*b, d) : scalar_as(*bs, d, cond);
+    tc = cast_to(cond, kBool);
+  }
+  Tensor out = run_ternary("where", TernaryOp::Where, d, shape, tc, ta, tb, {});
+  if (should_record({a, b})) {
+    OpAttrs attrs;
+    attrs.tensors = {tc};
+    record_op("where", {a ? *a : ta, b ? *b : tb}, {out}, std::move(attrs));
+  }
+  return out;
 }
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return where_impl(c, &a, nullptr, &b, nullptr); }
@@ -63,9 +88,15 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
   TernaryParams p;
   p.has_min = lo.has_value();
   p.has_max = hi.has_value();
-  Tensor xc = cast_to(x, d);
+  Tensor xc;
+  {
+    NoGradGuard no_record;
+    xc = cast_to(x, d);
+  }
   Tensor tl = lo ? scalar_as(*lo, d, x) : xc, th = hi ? scalar_as(*hi, d, x) : xc;
-  return run_ternary("clamp", TernaryOp::Clamp, d, x.sizes(), xc, tl, th, p);
+  Tensor out = run_ternary("clamp", TernaryOp::Clamp, d, x.sizes(), xc, tl, th, p);
+  record_if_needed("clamp", {x, lo ? tl : Tensor(), hi ? th : Tensor()}, out);
+  return out;
 }
 
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
@@ -83,9 +114,16 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::option
   TernaryParams p;
   p.has_min = lo.has_value();
   p.has_max = hi.has_value();
-  Tensor xc = cast_to(x, d);
-  Tensor tl = lo ? cast_to(*lo, d) : xc, th = hi ? cast_to(*hi, d) : xc;
-  return run_ternary("clamp", TernaryOp::Clamp, d, shape, xc, tl, th, p);
+  Tensor xc, tl, th;
+  {
+    NoGradGuard no_record;
+    xc = cast_to(x, d);
+    tl = lo ? cast_to(*lo, d) : xc;
+    th = hi ? cast_to(*hi, d) : xc;
+  }
+  Tensor out = run_ternary("clamp", TernaryOp::Clamp, d, shape, xc, tl, th, p);
+  record_if_needed("clamp", {x, lo ? *lo : Tensor(), hi ? *hi : Tensor()}, out);
+  return out;
 }
 
 // ---- lerp -----------------------------------------------------------------------------------------
@@ -108,14 +146,19 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
   p.value = weight;
   p.value_weight = true;
   const Shape shape = broadcast_shapes(start.sizes(), end.sizes(), "lerp");
-  return run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, start, p);
+  Tensor out = run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, start, p);
+  if (should_record({&start, &end}))
+    record_op("lerp", {start, end, scalar_as(weight, start.dtype(), start)}, {out});
+  return out;
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   OpScope scope("lerp", {&start, &end, &weight});
   check_lerp(start, end, &weight);
   const Shape shape = broadcast3("lerp", start.sizes(), end.sizes(), weight.sizes());
-  return run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, weight, {});
+  Tensor out = run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, weight, {});
+  record_if_needed("lerp", {start, end, weight}, out);
+  return out;
 }
 
 // ---- addcmul / addcdiv ------------------------------------------------------------------------------
@@ -136,7 +179,20 @@ static Tensor addc_impl(const char* name, TernaryOp op, const Tensor& self, cons
   const Shape shape = broadcast3(name, self.sizes(), t1.sizes(), t2.sizes());
   TernaryParams p;
   p.value = value;
-  return run_ternary(name, op, d, shape, cast_to(self, d), cast_to(t1, d), cast_to(t2, d), p);
+  Tensor a, b, c;
+  {
+    NoGradGuard no_record;
+    a = cast_to(self, d);
+    b = cast_to(t1, d);
+    c = cast_to(t2, d);
+  }
+  Tensor out = run_ternary(name, op, d, shape, a, b, c, p);
+  if (should_record({&self, &t1, &t2})) {
+    OpAttrs attrs;
+    attrs.scalars = {value};
+    record_op(name, {self, t1, t2}, {out}, std::move(attrs));
+  }
+  return out;
 }
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
@@ -182,7 +238,11 @@ static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::
   if (!is_floating_point(d)) throw_unsupported_dtype(name, d);
   const int64_t nd = x.dim();
   const int64_t wd = wrap_dim(dim, nd == 0 ? 1 : nd, name);
-  Tensor xc = cast_to(x, d).contiguous();
+  Tensor xc;
+  {
+    NoGradGuard no_record;
+    xc = cast_to(x, d).contiguous();
+  }
   Tensor out = make_empty(x.sizes(), d, x.device());
   int64_t outer = 1, size = 1, inner = 1;
   for (int64_t i = 0; i < nd; ++i) {
@@ -191,6 +251,11 @@ static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::
     else inner *= x.size(i);
   }
   softmax_kernel(x.device(), out, xc, outer, size, inner, log);
+  if (should_record({&x})) {
+    OpAttrs attrs;
+    attrs.ints = {wd};
+    record_op(name, {x}, {out}, std::move(attrs));
+  }
   return out;
 }
 

@@ -4,9 +4,15 @@
 // bool inputs to float32; abs/neg/relu/floor/ceil/round/trunc keep integer dtypes and refuse bool;
 // gelu/silu/softplus take floats only; predicates return bool. The input is cast to the compute dtype
 // before the kernel runs, so the kernel sees one dtype. Also defines the slots of the family.
+//
+// Autograd (Note [Autograd stage]): the out-of-place functions record themselves under their own name
+// (gelu's approximation and softplus's beta/threshold go into the attrs); predicates produce bool and
+// record nothing. The out= forms of the differentiable ops refuse inputs or outputs that require grad
+// while grad mode is on, as PyTorch does; in-place methods record through copy_.
 #include <cmath>
 #include <limits>
 
+#include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -67,9 +73,21 @@ DType unary_compute_dtype(const char* name, UnaryOp op, DType in) {
   return in;
 }
 
+OpAttrs unary_attrs(UnaryOp op, const UnaryParams& p) {
+  OpAttrs a;
+  if (op == UnaryOp::Gelu) a.str = "none";
+  if (op == UnaryOp::GeluTanh) a.str = "tanh";
+  if (op == UnaryOp::Softplus) a.scalars = {p.beta, p.threshold};
+  return a;
+}
+
 Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, const UnaryParams& p = {}) {
   OpScope scope(name, {&x});
   check_defined(name, x, "input");
+  if (out && !is_predicate(op)) {
+    TS_CHECK(!should_record({&x, out}), ValueError, name, ": functions with out=... arguments don't support "
+             "automatic differentiation, but one of the arguments requires grad.");
+  }
   const DType compute = unary_compute_dtype(name, op, x.dtype());
   const DType result = is_predicate(op) ? kBool : compute;
   Tensor target;
@@ -88,6 +106,7 @@ Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, co
     else write_out(*out, target);
     return *out;
   }
+  if (!is_predicate(op) && should_record({&x})) record_op(name, {x}, {target}, unary_attrs(op, p));
   return target;
 }
 

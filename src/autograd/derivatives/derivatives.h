@@ -14,6 +14,7 @@ void register_derivatives();
 void register_view_derivatives();
 
 // family elementwise
+void register_elementwise_derivatives();
 
 // family reduce
 

@@ -6,6 +6,7 @@ void register_derivatives() {
   register_view_derivatives();
 
   // family elementwise
+  register_elementwise_derivatives();
 
   // family reduce
 
