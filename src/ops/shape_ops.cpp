@@ -49,6 +49,13 @@ OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) 
   return a;
 }
 
+// An index map as an int64 tensor on `device` (a shape-only one on the meta device, which has no data).
+Tensor map_tensor(const std::vector<int64_t>& m, Device device) {
+  const Shape sizes = {static_cast<int64_t>(m.size())};
+  if (device.is_meta()) return make_empty(sizes, kInt64, device);
+  return tensor(m, sizes, TensorOptions(kInt64)).to(device);
+}
+
 // Records `op` from `inputs` to `out` when an input requires grad; returns `out`.
 Tensor recorded(const char* op, const std::vector<Tensor>& inputs, Tensor out, OpAttrs attrs) {
   if (should_record(inputs)) record_op(op, inputs, {out}, std::move(attrs));
@@ -240,8 +247,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   if (!should_record({&x})) return out;
   // The derivative sums the gradient back through the map: attrs.ints = [d or -1 (flattened)],
   // attrs.tensors = [the source position along d of every output position].
-  Tensor map = tensor(maps[d], {static_cast<int64_t>(maps[d].size())}, TensorOptions(kInt64)).to(x.device());
-  return recorded("repeat_interleave_map", {x}, out, make_attrs({dim ? d : -1}, {map}));
+  return recorded("repeat_interleave_map", {x}, out, make_attrs({dim ? d : -1}, {map_tensor(maps[d], x.device())}));
 }
 
 // ---- flip / roll ---------------------------------------------------------------------------------
@@ -394,8 +400,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
   OpAttrs attrs;
   for (int64_t d = x.dim() - k; d < x.dim(); ++d) {
     attrs.ints.push_back(d);
-    attrs.tensors.push_back(
-        tensor(maps[d], {static_cast<int64_t>(maps[d].size())}, TensorOptions(kInt64)).to(x.device()));
+    attrs.tensors.push_back(map_tensor(maps[d], x.device()));
   }
   return recorded("pad_map", {x}, out, std::move(attrs));
 }

@@ -122,7 +122,8 @@ TEST(GradIndex, IndexAddGradcheck) {
 }
 
 TEST(GradIndex, IndexAddAlphaGradgradcheck) {
-  if (!mul_differentiable()) GTEST_SKIP() << "index_add's source gradient is scaled by mul, not differentiable in this build";
+  if (!mul_differentiable())
+    GTEST_SKIP() << "index_add's source gradient is scaled by mul, not differentiable in this build";
   check_grads([](const V& in) { return V{ts::index_add(in[0], 0, i64({1, 3, 1}), in[1], 2.5)}; },
               {data({4, 3}), data({3, 3}, 2)});
 }
@@ -271,10 +272,9 @@ TEST(GradIndex, IndexPutInPlaceOnNonLeaf) {
     t.index_put_({i64({0, 0}), i64({1, 1})}, in[1], /*accumulate=*/true);
     return V{t};
   };
-  EXPECT_TRUE(ts::autograd::gradcheck(fn, {data({2, 3}).requires_grad_(), data({2}, 2).requires_grad_()}, {}, &report))
-      << report;
-  EXPECT_TRUE(ts::autograd::gradgradcheck(fn, {data({2, 3}).requires_grad_(), data({2}, 2).requires_grad_()}, {}, &report))
-      << report;
+  const V in = {data({2, 3}).requires_grad_(), data({2}, 2).requires_grad_()};
+  EXPECT_TRUE(ts::autograd::gradcheck(fn, in, {}, &report)) << report;
+  EXPECT_TRUE(ts::autograd::gradgradcheck(fn, in, {}, &report)) << report;
 }
 
 TEST(GradIndex, MaskedFillInPlaceOnNonLeaf) {

@@ -134,6 +134,18 @@ TEST(GradShapeOps, ReflectReplicateCircularPad) {
   EXPECT_EQ(z.grad().tolist<double>(), (std::vector<double>{4 + 64, 2 + 8 + 32, 1 + 16}));
 }
 
+TEST(GradShapeOps, PadOnMetaRecordsShapes) {
+  Tensor x = ts::empty({2, 3, 4}, {ts::kFloat32, ts::Device::meta()}).requires_grad_();
+  for (const std::string mode : {"constant", "reflect", "replicate", "circular"}) {
+    SCOPED_TRACE(mode);
+    Tensor y = ts::pad(x, {1, 2, -1, 1}, mode);
+    ASSERT_TRUE(y.requires_grad());
+    auto g = ts::autograd::grad({y}, {x}, {ts::empty(y.sizes(), {ts::kFloat32, ts::Device::meta()})});
+    EXPECT_TRUE(g[0].is_meta());
+    EXPECT_EQ(g[0].sizes(), x.sizes());
+  }
+}
+
 // ---- flip / roll / tril / triu --------------------------------------------------------------------
 
 TEST(GradShapeOps, FlipGradcheck) {
