@@ -11,9 +11,14 @@
 //   otherwise (separated by a slice) it goes first, followed by every non-indexed dim in order.
 // Error classes: a mismatched mask or too many indices is an IndexError (as in PyTorch); index tensors
 // that do not broadcast, or values that do not broadcast to the result, are a ShapeError.
+//
+// Autograd (Note [Autograd stage]): index and index_put compute with recording off and record once;
+// attrs.tensors holds the index list as given (an undefined tensor for each nullopt slice), so the
+// derivatives replay the same indexing, masks included.
 #include <algorithm>
 
 #include "ops/advanced_index.h"
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -27,6 +32,22 @@ KernelSlot<IndexPutKernelFn> index_put_kernel("index_put");
 namespace {
 
 bool is_mask_dtype(DType d) { return d == kBool || d == kUInt8; }
+
+// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
+struct NoRecordScope {
+  bool prev = is_grad_enabled();
+  NoRecordScope() { set_grad_enabled(false); }
+  ~NoRecordScope() { set_grad_enabled(prev); }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+};
+
+// The index list as attrs.tensors: undefined entries stand for nullopt.
+OpAttrs index_attrs(const std::vector<std::optional<Tensor>>& indices) {
+  OpAttrs attrs;
+  for (const auto& t : indices) attrs.tensors.push_back(t ? *t : Tensor());
+  return attrs;
+}
 
 // Broadcast shape of the index tensors, with PyTorch's message listing all of them on failure.
 Shape broadcast_index_shapes(const char* op, const std::vector<std::optional<Tensor>>& idx) {
@@ -151,21 +172,27 @@ AdvancedIndex plan_advanced_index(const char* op, const Tensor& self_in,
 Tensor index(const Tensor& x, const std::vector<std::optional<Tensor>>& indices) {
   OpScope scope("index", {&x});
   check_defined("index", x, "self");
-  AdvancedIndex ai = plan_advanced_index("index", x, indices, /*wrap_negative=*/true);
-  Tensor out = make_empty(ai.result_sizes, x.dtype(), x.device());
-  index_kernel(x.device(), out, ai.self, ai.plan);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    AdvancedIndex ai = plan_advanced_index("index", x, indices, /*wrap_negative=*/true);
+    out = make_empty(ai.result_sizes, x.dtype(), x.device());
+    index_kernel(x.device(), out, ai.self, ai.plan);
+  }
+  if (should_record({&x})) record_op("index", {x}, {out}, index_attrs(indices));
   return out;
 }
 
-Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
-                 bool accumulate) {
+namespace {
+Tensor index_put_fwd(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                     bool accumulate) {
   const char* op = "index_put";
-  OpScope scope(op, {&x, &values});
   check_defined(op, x, "self");
   check_defined(op, values, "values");
   check_same_device(op, {&x, &values});
   TS_CHECK(values.dtype() == x.dtype(), DTypeError, op, ": index put requires the source and destination dtypes to match, got ",
            dtype_name(x.dtype()), " for the destination and ", dtype_name(values.dtype()), " for the source");
+  NoRecordScope no_record;
   Tensor out = x.clone();
   AdvancedIndex ai = plan_advanced_index(op, out, indices, /*wrap_negative=*/true);
   // Leading size-1 dims of values beyond the result's rank are dropped, as x[i] = v does in PyTorch.
@@ -180,6 +207,20 @@ Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indi
   TS_CHECK(fits, ShapeError, op, ": shape mismatch: value tensor of shape ", values.sizes(),
            " cannot be broadcast to indexing result of shape ", rs);
   index_put_kernel(x.device(), ai.self, v.expand(rs), ai.plan, accumulate, Scalar(1));
+  return out;
+}
+
+}  // namespace
+
+Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                 bool accumulate) {
+  OpScope scope("index_put", {&x, &values});
+  Tensor out = index_put_fwd(x, indices, values, accumulate);
+  if (should_record({&x, &values})) {
+    OpAttrs attrs = index_attrs(indices);
+    attrs.flag = accumulate;
+    record_op("index_put", {x, values}, {out}, std::move(attrs));
+  }
   return out;
 }
 

@@ -12,9 +12,15 @@
 //   d != dim and index.size(d) <= src.size(d) for every d; scatter skips the checks for an empty index.
 // - outputs with data-dependent sizes (nonzero, masked_select, one_hot with num_classes = -1) raise
 //   NotImplementedError on the meta device.
+//
+// Autograd (Note [Autograd stage]): each differentiable op computes its result with recording off
+// (the clone()s and reshape()s inside are its implementation, not steps to differentiate) and then
+// records itself once. Index tensors and masks take no gradient: they travel in attrs.tensors, the
+// wrapped dim in attrs.ints. nonzero and one_hot have integer outputs and record nothing.
 #include <algorithm>
 
 #include "ops/advanced_index.h"
+#include "ops/autograd_hook.h"
 #include "ops/index_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -33,6 +39,23 @@ KernelSlot<IndexMinMaxKernelFn> index_min_max_kernel("one_hot");
 KernelSlot<OneHotKernelFn> one_hot_kernel("one_hot");
 
 namespace {
+
+// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
+struct NoRecordScope {
+  bool prev = is_grad_enabled();
+  NoRecordScope() { set_grad_enabled(false); }
+  ~NoRecordScope() { set_grad_enabled(prev); }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+};
+
+// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
+OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
+  OpAttrs a;
+  a.ints = std::move(ints);
+  a.tensors = std::move(tensors);
+  return a;
+}
 
 void check_index_dtype(const char* op, const Tensor& index, bool int32_ok) {
   const DType d = index.dtype();
@@ -112,9 +135,10 @@ Tensor index_select_impl(const char* op, const Tensor& x, int64_t d, const Tenso
 
 }  // namespace
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+namespace {
+Tensor index_select_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "index_select";
-  OpScope scope(op, {&x, &index});
+  NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
   check_same_device(op, {&x, &index});
@@ -129,10 +153,22 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   }
   return index_select_impl(op, x, d, idx);
 }
+}  // namespace
 
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  OpScope scope("index_select", {&x, &index});
+  Tensor out = index_select_fwd(x, dim, index);
+  if (should_record({&x})) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_select");
+    record_op("index_select", {x}, {out}, make_attrs({d}, {index.reshape({-1})}));
+  }
+  return out;
+}
+
+namespace {
+Tensor gather_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "gather";
-  OpScope scope(op, {&x, &index});
+  NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
   check_same_device(op, {&x, &index});
@@ -161,27 +197,68 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   gather_kernel(x.device(), at_least_1d(out), self_r, i1, sd);
   return out;
 }
+}  // namespace
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  OpScope scope("gather", {&x, &index});
+  Tensor out = gather_fwd(x, dim, index);
+  if (should_record({&x})) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "gather");
+    record_op("gather", {x}, {out}, make_attrs({d}, {index}));
+  }
+  return out;
+}
+
+namespace {
+// Records scatter / scatter_add: inputs {self} (scattered value) or {self, src}.
+Tensor record_scatter(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      Tensor out) {
+  const bool with_src = src.defined();
+  if (!(with_src ? should_record({&x, &src}) : should_record({&x}))) return out;
+  const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
+  std::vector<Tensor> inputs = {x};
+  if (with_src) inputs.push_back(src);
+  record_op(op, inputs, {out}, make_attrs({d}, {index}));
+  return out;
+}
+}  // namespace
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   OpScope scope("scatter", {&x, &index, &src});
   check_defined("scatter", src, "src");
-  return scatter_impl("scatter", x, dim, index, src, Scalar(0), ScatterReduce::None);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    out = scatter_impl("scatter", x, dim, index, src, Scalar(0), ScatterReduce::None);
+  }
+  return record_scatter("scatter", x, dim, index, src, out);
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
   OpScope scope("scatter", {&x, &index});
-  return scatter_impl("scatter", x, dim, index, Tensor(), value, ScatterReduce::None);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    out = scatter_impl("scatter", x, dim, index, Tensor(), value, ScatterReduce::None);
+  }
+  return record_scatter("scatter", x, dim, index, Tensor(), out);
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   OpScope scope("scatter_add", {&x, &index, &src});
   check_defined("scatter_add", src, "src");
-  return scatter_impl("scatter_add", x, dim, index, src, Scalar(0), ScatterReduce::Add);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    out = scatter_impl("scatter_add", x, dim, index, src, Scalar(0), ScatterReduce::Add);
+  }
+  return record_scatter("scatter_add", x, dim, index, src, out);
 }
 
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+namespace {
+Tensor index_add_fwd(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
   const char* op = "index_add";
-  OpScope scope(op, {&x, &index, &source});
+  NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
   check_defined(op, source, "source");
@@ -212,6 +289,19 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   index_put_kernel(x.device(), ai.self, s1, ai.plan, /*accumulate=*/true, alpha);
   return out;
 }
+}  // namespace
+
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
+  OpScope scope("index_add", {&x, &index, &source});
+  Tensor out = index_add_fwd(x, dim, index, source, alpha);
+  if (should_record({&x, &source})) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_add");
+    OpAttrs attrs = make_attrs({d}, {index.reshape({-1})});
+    attrs.scalars.push_back(alpha);
+    record_op("index_add", {x, source}, {out}, std::move(attrs));
+  }
+  return out;
+}
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   const char* op = "masked_fill";
@@ -224,6 +314,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), op);
   Tensor out = make_empty(shape, x.dtype(), x.device());
   masked_fill_kernel(x.device(), out, x, mask, value);
+  if (should_record({&x})) record_op(op, {x}, {out}, make_attrs({}, {mask}));
   return out;
 }
 
@@ -237,11 +328,17 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
   Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), op);
   TS_CHECK(!x.is_meta(), NotImplementedError, op,
            ": the output size depends on the mask's values, which the meta device does not have");
-  Tensor xb = x.expand(shape), mb = mask.expand(shape);
-  int64_t n = 0;
-  count_nonzero_kernel(x.device(), mb, &n);
-  Tensor out = make_empty({n}, x.dtype(), x.device());
-  masked_select_kernel(x.device(), out, xb, mb);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    Tensor xb = x.expand(shape), mb = mask.expand(shape);
+    int64_t n = 0;
+    count_nonzero_kernel(x.device(), mb, &n);
+    out = make_empty({n}, x.dtype(), x.device());
+    masked_select_kernel(x.device(), out, xb, mb);
+  }
+  // The derivative puts the gradient back at the mask's true positions of the broadcast shape.
+  if (should_record({&x})) record_op(op, {x}, {out}, make_attrs({}, {mask}));
   return out;
 }
 
@@ -272,9 +369,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     TS_CHECK(*padding_idx >= -n && *padding_idx < n, IndexError, op, ": padding_idx (", *padding_idx,
              ") must be within num_embeddings (", n, ")");
   }
-  AdvancedIndex ai = plan_advanced_index(op, weight, {indices}, /*wrap_negative=*/false);
-  Tensor out = make_empty(ai.result_sizes, weight.dtype(), weight.device());  // indices.sizes() + (D,)
-  index_kernel(weight.device(), out, ai.self, ai.plan);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    AdvancedIndex ai = plan_advanced_index(op, weight, {indices}, /*wrap_negative=*/false);
+    out = make_empty(ai.result_sizes, weight.dtype(), weight.device());  // indices.sizes() + (D,)
+    index_kernel(weight.device(), out, ai.self, ai.plan);
+  }
+  // attrs.flag: a padding_idx is given, wrapped into attrs.ints[0].
+  if (should_record({&weight})) {
+    OpAttrs attrs = make_attrs({}, {indices});
+    attrs.flag = padding_idx.has_value();
+    if (padding_idx) attrs.ints.push_back(*padding_idx < 0 ? *padding_idx + weight.size(0) : *padding_idx);
+    record_op(op, {weight}, {out}, std::move(attrs));
+  }
   return out;
 }
 

@@ -4,9 +4,16 @@
 // constant pad) or through the index-map kernel (flip, roll, reflect/replicate/circular pad,
 // repeat_interleave with per-element counts). The per-dim maps are index arithmetic on sizes (or, for
 // repeat counts, on the counts tensor, which decides the output shape as nonzero's input does).
+//
+// Autograd (Note [Autograd stage]): each op computes its result with recording off (the copy_()s
+// into views of the output are its implementation) and then records itself once, with what its
+// derivative needs in attrs: the wrapped dim (cat, stack, repeat_interleave), the per-input sizes
+// along it (cat), the repeats, the pads and mode, and for the index-map modes of pad the maps
+// themselves as int64 tensors, so that the derivative accumulates through the very same map.
 #include <algorithm>
 #include <string>
 
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/shape_ops_kernel.h"
@@ -25,11 +32,43 @@ namespace {
 // dims existed): they take part in type promotion only.
 bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
 
+// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
+struct NoRecordScope {
+  bool prev = is_grad_enabled();
+  NoRecordScope() { set_grad_enabled(false); }
+  ~NoRecordScope() { set_grad_enabled(prev); }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+};
+
+// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
+OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
+  OpAttrs a;
+  a.ints = std::move(ints);
+  a.tensors = std::move(tensors);
+  return a;
+}
+
+// An index map as an int64 tensor on `device` (a shape-only one on the meta device, which has no data).
+Tensor map_tensor(const std::vector<int64_t>& m, Device device) {
+  const Shape sizes = {static_cast<int64_t>(m.size())};
+  if (device.is_meta()) return make_empty(sizes, kInt64, device);
+  return tensor(m, sizes, TensorOptions(kInt64)).to(device);
+}
+
+// Records `op` from `inputs` to `out` when an input requires grad; returns `out`.
+Tensor recorded(const char* op, const std::vector<Tensor>& inputs, Tensor out, OpAttrs attrs) {
+  if (should_record(inputs)) record_op(op, inputs, {out}, std::move(attrs));
+  return out;
+}
+
 }  // namespace
 
 // ---- cat / stack -------------------------------------------------------------------------------
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  OpScope scope("cat", tensors);
+namespace {
+// attrs->ints (when attrs is given): [d, size of each input along d (-1 for a legacy-empty input)].
+Tensor cat_fwd(const std::vector<Tensor>& tensors, int64_t dim, OpAttrs* attrs) {
+  NoRecordScope no_record;
   TS_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of Tensors");
   ResultType rt;
   const Tensor* ref = nullptr;  // the first tensor that is not legacy-empty fixes the rank and sizes
@@ -54,6 +93,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     return make_empty({0}, dtype, device);
   }
   const int64_t d = wrap_dim(dim, ref->dim(), "cat");
+  if (attrs) {
+    attrs->ints.push_back(d);
+    for (const Tensor& t : tensors) attrs->ints.push_back(is_legacy_empty(t) ? -1 : t.sizes()[d]);
+  }
   Shape out_sizes = ref->sizes();
   out_sizes[d] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -79,6 +122,17 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   return out;
 }
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  OpScope scope("cat", tensors);
+  if (!should_record(tensors)) return cat_fwd(tensors, dim, nullptr);
+  OpAttrs attrs;
+  Tensor out = cat_fwd(tensors, dim, &attrs);
+  // Only legacy-empty inputs: nothing to differentiate (and no dim was fixed).
+  if (attrs.ints.empty()) return out;
+  return recorded("cat", tensors, out, std::move(attrs));
+}
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   OpScope scope("stack", tensors);
@@ -90,10 +144,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
              tensors[i].sizes(), " at entry ", i);
   }
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
-  std::vector<Tensor> parts;
-  parts.reserve(tensors.size());
-  for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
-  return cat(parts, d);
+  Tensor out;
+  {
+    NoRecordScope no_record;
+    std::vector<Tensor> parts;
+    parts.reserve(tensors.size());
+    for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
+    out = cat(parts, d);
+  }
+  return recorded("stack", tensors, out, make_attrs({d}));
 }
 
 // ---- repeat / repeat_interleave -----------------------------------------------------------------
@@ -117,9 +176,11 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
     inter_expanded.insert(inter_expanded.end(), {repeats[i], padded[i]});
   }
   Tensor out = make_empty(out_sizes, x.dtype(), x.device());
-  if (out.numel() == 0) return out;
-  out.view(inter_expanded).copy_(x.reshape(inter).expand(inter_expanded));
-  return out;
+  if (out.numel() > 0) {
+    NoRecordScope no_record;
+    out.view(inter_expanded).copy_(x.reshape(inter).expand(inter_expanded));
+  }
+  return recorded("repeat", {x}, out, make_attrs(repeats));
 }
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
@@ -128,7 +189,11 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   TS_CHECK(repeats >= 0, ValueError, "repeat_interleave: repeats can not be negative, got ", repeats);
   TS_CHECK(!dim || x.dim() > 0, IndexError, "repeat_interleave: dimension specified as ", dim.value_or(0),
            " but tensor has no dimensions");
-  Tensor in = dim ? x : x.reshape({-1});
+  Tensor in;
+  {
+    NoRecordScope no_record;
+    in = dim ? x : x.reshape({-1});
+  }
   const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
   // Insert a dim of size `repeats` right after d: (..., s_d, r, ...) flattens to (..., s_d * r, ...).
   Shape inter = in.sizes();
@@ -136,9 +201,12 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   Shape out_sizes = in.sizes();
   out_sizes[d] *= repeats;
   Tensor out = make_empty(out_sizes, x.dtype(), x.device());
-  if (out.numel() == 0) return out;
-  out.view(inter).copy_(in.unsqueeze(d + 1).expand(inter));
-  return out;
+  if (out.numel() > 0) {
+    NoRecordScope no_record;
+    out.view(inter).copy_(in.unsqueeze(d + 1).expand(inter));
+  }
+  // attrs.ints = [d or -1 (flattened), repeats].
+  return recorded("repeat_interleave", {x}, out, make_attrs({dim ? d : -1, repeats}));
 }
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
@@ -152,7 +220,11 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
            repeats.sizes());
   TS_CHECK(!dim || x.dim() > 0, IndexError, "repeat_interleave: dimension specified as ", dim.value_or(0),
            " but tensor has no dimensions");
-  Tensor in = dim ? x : x.reshape({-1});
+  Tensor in;
+  {
+    NoRecordScope no_record;
+    in = dim ? x : x.reshape({-1});
+  }
   const int64_t d = dim ? wrap_dim(*dim, x.dim(), "repeat_interleave") : 0;
   const int64_t n = in.sizes()[d];
   TS_CHECK(repeats.numel() == 1 || repeats.numel() == n, ShapeError,
@@ -172,7 +244,10 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   out_sizes[d] = static_cast<int64_t>(maps[d].size());
   Tensor out = make_empty(out_sizes, x.dtype(), x.device());
   if (out.numel() > 0) index_map_kernel(out.device(), out, in, maps);
-  return out;
+  if (!should_record({&x})) return out;
+  // The derivative sums the gradient back through the map: attrs.ints = [d or -1 (flattened)],
+  // attrs.tensors = [the source position along d of every output position].
+  return recorded("repeat_interleave_map", {x}, out, make_attrs({dim ? d : -1}, {map_tensor(maps[d], x.device())}));
 }
 
 // ---- flip / roll ---------------------------------------------------------------------------------
@@ -192,7 +267,7 @@ Tensor flip(const Tensor& x, const Shape& dims) {
   }
   Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) index_map_kernel(out.device(), out, x, maps);
-  return out;
+  return recorded("flip", {x}, out, make_attrs(dims));
 }
 
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
@@ -222,7 +297,8 @@ Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
   }
   Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) index_map_kernel(out.device(), out, x, maps);
-  return out;
+  // attrs.ints = the net shift of every dim (0 for dims not rolled): rolling back undoes it.
+  return recorded("roll", {x}, out, make_attrs(total));
 }
 
 // ---- pad -------------------------------------------------------------------------------------------
@@ -272,19 +348,25 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
 
   if (mode == "constant") {
     Tensor out = make_empty(out_sizes, x.dtype(), x.device());
-    if (out.numel() == 0) return out;
-    out.fill_(value);
-    // The part of x that survives cropping lands at max(left, 0) in every padded dim.
-    Tensor src = x, dst = out;
-    for (int64_t d = x.dim() - k; d < x.dim(); ++d) {
-      const int64_t crop_l = std::max<int64_t>(-left(d), 0), crop_r = std::max<int64_t>(-right(d), 0);
-      const int64_t len = x.sizes()[d] - crop_l - crop_r;
-      if (len <= 0) return out;
-      src = src.narrow(d, crop_l, len);
-      dst = dst.narrow(d, std::max<int64_t>(left(d), 0), len);
+    if (out.numel() > 0) {
+      NoRecordScope no_record;
+      out.fill_(value);
+      // The part of x that survives cropping lands at max(left, 0) in every padded dim.
+      Tensor src = x, dst = out;
+      bool empty = false;
+      for (int64_t d = x.dim() - k; d < x.dim() && !empty; ++d) {
+        const int64_t crop_l = std::max<int64_t>(-left(d), 0), crop_r = std::max<int64_t>(-right(d), 0);
+        const int64_t len = x.sizes()[d] - crop_l - crop_r;
+        empty = len <= 0;
+        if (empty) break;
+        src = src.narrow(d, crop_l, len);
+        dst = dst.narrow(d, std::max<int64_t>(left(d), 0), len);
+      }
+      if (!empty) dst.copy_(src);
     }
-    dst.copy_(src);
-    return out;
+    // Its derivative is the constant pad of the gradient by the negated pads (a crop where x was
+    // padded, zeros where it was cropped): attrs.ints = pad.
+    return recorded("constant_pad", {x}, out, make_attrs(pad));
   }
 
   // reflect / replicate / circular: PyTorch's {reflection,replication}_pad{1,2,3}d and circular pad
@@ -312,7 +394,15 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
   }
   Tensor out = make_empty(out_sizes, x.dtype(), x.device());
   if (out.numel() > 0) index_map_kernel(out.device(), out, x, maps);
-  return out;
+  if (!should_record({&x})) return out;
+  // The derivative accumulates the gradient through the same maps: attrs.ints = the padded dims,
+  // attrs.tensors = their maps (int64, one source position per output position).
+  OpAttrs attrs;
+  for (int64_t d = x.dim() - k; d < x.dim(); ++d) {
+    attrs.ints.push_back(d);
+    attrs.tensors.push_back(map_tensor(maps[d], x.device()));
+  }
+  return recorded("pad_map", {x}, out, std::move(attrs));
 }
 
 // ---- tril / triu ---------------------------------------------------------------------------------
@@ -323,7 +413,7 @@ Tensor tril_triu(const char* op, const Tensor& x, int64_t diagonal, bool upper) 
   TS_CHECK(x.dim() >= 2, ShapeError, op, ": input tensor must have at least 2 dimensions, but got shape ", x.sizes());
   Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) tril_triu_kernel(out.device(), out, x, diagonal, upper);
-  return out;
+  return recorded(op, {x}, out, make_attrs({diagonal}));
 }
 }  // namespace
 

@@ -7,6 +7,11 @@
 // here is stable, which PyTorch allows for stable=false. topk breaks ties by the lower index.
 // unique is always sorted (sorted=false leaves the order unspecified in PyTorch, so sorted is a valid
 // answer) and treats each NaN as distinct, as PyTorch's CPU kernel does.
+//
+// Autograd (Note [Autograd stage]): sort and topk record their values output (the indices take no
+// gradient and travel in attrs.tensors, the wrapped dim in attrs.ints); argsort and unique are not
+// differentiable and record nothing.
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/shape_ops_kernel.h"
@@ -23,6 +28,28 @@ namespace {
 
 Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
+// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
+struct NoRecordScope {
+  bool prev = is_grad_enabled();
+  NoRecordScope() { set_grad_enabled(false); }
+  ~NoRecordScope() { set_grad_enabled(prev); }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+};
+
+// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
+OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
+  OpAttrs a;
+  a.ints = std::move(ints);
+  a.tensors = std::move(tensors);
+  return a;
+}
+
+// Records a values-and-indices op: the derivative scatters the values' gradient to the indices.
+void record_selection(const char* op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t d) {
+  if (should_record({&x})) record_op(op, {x}, {values}, make_attrs({d}, {indices}));
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
@@ -32,11 +59,16 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, b
   const int64_t d = wrap_dim(dim, x.dim(), "sort");
   Tensor values = make_empty(x.sizes(), x.dtype(), x.device());
   Tensor indices = make_empty(x.sizes(), kInt64, x.device());
-  if (x.numel() > 0) sort_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), d, descending);
+  if (x.numel() > 0) {
+    NoRecordScope no_record;
+    sort_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), d, descending);
+  }
+  record_selection("sort", x, values, indices, d);
   return {values, indices};
 }
 
 Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  NoRecordScope no_record;  // only the indices are returned: nothing to differentiate
   return std::get<1>(sort(x, dim, descending, stable));
 }
 
@@ -55,7 +87,11 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
   Tensor indices = make_empty(out_sizes, kInt64, x.device());
   // A 0-dim input gives back its element for k = 0 as well as k = 1, as PyTorch does.
   if (x.dim() == 0) k = 1;
-  if (values.numel() > 0) topk_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), k, d, largest);
+  if (values.numel() > 0) {
+    NoRecordScope no_record;
+    topk_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), k, d, largest);
+  }
+  record_selection("topk", x, values, indices, d);
   return {values, indices};
 }
 

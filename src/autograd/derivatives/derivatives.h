@@ -21,8 +21,10 @@ void register_elementwise_derivatives();
 // family linalg
 
 // family index
+void register_index_derivatives();
 
 // family shape_ops
+void register_shape_ops_derivatives();
 
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }

@@ -13,8 +13,10 @@ void register_derivatives() {
   // family linalg
 
   // family index
+  register_index_derivatives();
 
   // family shape_ops
+  register_shape_ops_derivatives();
 
 }
 
