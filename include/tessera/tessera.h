@@ -10,3 +10,4 @@
 #include "tessera/shape.h"
 #include "tessera/tensor.h"
 #include "tessera/safetensors.h"
+#include "tessera/nn.h"

@@ -1,0 +1,299 @@
+// Normalization: functional layer_norm, group_norm, rms_norm, batch_norm and their modules.
+// Statistics are computed as mean((x - mean)^2) (biased, two passes, so no cancellation), then
+// (x - mean) * rsqrt(var + eps); 16-bit inputs are normalized in float32 and cast back, as PyTorch's
+// kernels accumulate in float32. Everything is built from differentiable tessera ops.
+#include <algorithm>
+#include <limits>
+
+#include "tessera/autograd.h"
+#include "tessera/functions.h"
+#include "tessera/nn/functional.h"
+#include "tessera/nn/init.h"
+#include "tessera/nn/normalization.h"
+
+namespace tessera::nn {
+namespace functional {
+namespace {
+
+bool is_16bit(DType t) { return t == kFloat16 || t == kBFloat16; }
+DType compute_dtype(const Tensor& x) { return is_16bit(x.dtype()) ? kFloat32 : x.dtype(); }
+
+void check_input(const char* op, const Tensor& x) {
+  TS_CHECK(x.defined(), ValueError, op, ": got an undefined input");
+  TS_CHECK(x.is_floating_point(), DTypeError, op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
+}
+
+// The trailing dims normalized_shape covers, checked against the input's shape.
+std::vector<int64_t> trailing_dims(const char* op, const Tensor& x, const Shape& normalized_shape) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool ok = k >= 1 && x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == normalized_shape[i];
+  if (!ok) {
+    std::string expected = "[*";
+    for (int64_t v : normalized_shape) expected += ", " + std::to_string(v);
+    TS_THROW(ShapeError, op, ": Given normalized_shape=", normalized_shape, ", expected input with shape ", expected,
+             "], but got input of size ", x.sizes());
+  }
+  std::vector<int64_t> dims;
+  for (int64_t i = -k; i < 0; ++i) dims.push_back(i);
+  return dims;
+}
+
+void check_affine(const char* op, const char* what, const std::optional<Tensor>& t, const Shape& expected) {
+  if (!t || !t->defined()) return;
+  TS_CHECK(t->sizes() == expected, ShapeError, op, ": expected ", what, " of shape ", expected, ", got ", t->sizes());
+}
+
+// (x - mean) / sqrt(var + eps) over dims, in x's (compute) dtype.
+Tensor normalize(const Tensor& x, const std::vector<int64_t>& dims, double eps) {
+  Tensor mu = mean(x, dims, /*keepdim=*/true);
+  Tensor d = x - mu;
+  Tensor var = mean(d * d, dims, /*keepdim=*/true);
+  return d * rsqrt(var + eps);
+}
+
+Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, const Shape& view) {
+  if (weight && weight->defined()) y = y * weight->to(y.dtype()).reshape(view);
+  if (bias && bias->defined()) y = y + bias->to(y.dtype()).reshape(view);
+  return y;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  const char* op = "layer_norm";
+  check_input(op, x);
+  std::vector<int64_t> dims = trailing_dims(op, x, normalized_shape);
+  check_affine(op, "weight", weight, normalized_shape);
+  check_affine(op, "bias", bias, normalized_shape);
+  Tensor y = normalize(x.to(compute_dtype(x)), dims, eps);
+  return affine(y, weight, bias, normalized_shape).to(x.dtype());
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  const char* op = "group_norm";
+  check_input(op, x);
+  TS_CHECK(x.dim() >= 2, ShapeError, op, ": expected at least 2 dims (N, C, *), got input of size ", x.sizes());
+  const int64_t n = x.size(0), c = x.size(1);
+  TS_CHECK(num_groups > 0 && c % num_groups == 0, ValueError, op, ": Expected number of channels in input (", c,
+           ") to be divisible by num_groups (", num_groups, ")");
+  check_affine(op, "weight", weight, {c});
+  check_affine(op, "bias", bias, {c});
+  Shape grouped{n, num_groups, numel_of(x.sizes()) / std::max<int64_t>(n * num_groups, 1)};  // (N, G, C/G * rest)
+  Tensor y = normalize(x.to(compute_dtype(x)).reshape(grouped), {2}, eps).reshape(x.sizes());
+  Shape view(static_cast<size_t>(x.dim()), 1);
+  view[1] = c;
+  return affine(y, weight, bias, view).to(x.dtype());
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
+                std::optional<double> eps) {
+  const char* op = "rms_norm";
+  check_input(op, x);
+  std::vector<int64_t> dims = trailing_dims(op, x, normalized_shape);
+  check_affine(op, "weight", weight, normalized_shape);
+  double e = eps.value_or(0.0);
+  if (!eps) {
+    switch (x.dtype()) {
+      case kFloat64: e = std::numeric_limits<double>::epsilon(); break;
+      case kFloat32: e = std::numeric_limits<float>::epsilon(); break;
+      case kFloat16: e = 0.0009765625; break;  // 2^-10
+      default: e = 0.0078125; break;           // bfloat16: 2^-7
+    }
+  }
+  Tensor xc = x.to(compute_dtype(x));
+  Tensor y = xc * rsqrt(mean(xc * xc, dims, /*keepdim=*/true) + e);
+  return affine(y, weight, std::nullopt, normalized_shape).to(x.dtype());
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training,
+                  double momentum, double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  TS_CHECK(x.dim() >= 2, ShapeError, op, ": expected at least 2 dims (N, C, *), got input of size ", x.sizes());
+  const int64_t c = x.size(1);
+  check_affine(op, "weight", weight, {c});
+  check_affine(op, "bias", bias, {c});
+  TS_CHECK(running_mean.defined() == running_var.defined(), ValueError, op,
+           ": running_mean and running_var must both be given or both be undefined");
+  if (running_mean.defined()) {
+    check_affine(op, "running_mean", running_mean, {c});
+    check_affine(op, "running_var", running_var, {c});
+  }
+  Shape view(static_cast<size_t>(x.dim()), 1);
+  view[1] = c;
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  Tensor xc = x.to(compute_dtype(x));
+  Tensor y;
+  if (training || !running_mean.defined()) {
+    const int64_t per_channel = c > 0 ? x.numel() / c : 0;
+    TS_CHECK(per_channel > 1, ValueError, op, ": Expected more than 1 value per channel when training, got input size ",
+             x.sizes());
+    Tensor mu = mean(xc, dims, /*keepdim=*/true);
+    Tensor d = xc - mu;
+    Tensor var = mean(d * d, dims, /*keepdim=*/true);
+    y = d * rsqrt(var + eps);
+    if (training && running_mean.defined()) {
+      NoGradGuard no_grad;
+      const double unbias = static_cast<double>(per_channel) / static_cast<double>(per_channel - 1);
+      Tensor new_mean = mu.reshape({c}).to(running_mean.dtype());
+      Tensor new_var = (var.reshape({c}) * unbias).to(running_var.dtype());
+      Tensor(running_mean).mul_(1.0 - momentum).add_(new_mean, momentum);
+      Tensor(running_var).mul_(1.0 - momentum).add_(new_var, momentum);
+    }
+  } else {
+    Tensor rm = running_mean.to(xc.dtype()).reshape(view), rv = running_var.to(xc.dtype()).reshape(view);
+    y = (xc - rm) * rsqrt(rv + eps);
+  }
+  return affine(y, weight, bias, view).to(x.dtype());
+}
+
+}  // namespace functional
+
+// ---- modules ----------------------------------------------------------------------------------------
+namespace {
+const char* py_bool(bool b) { return b ? "True" : "False"; }
+std::string shape_tuple(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+}  // namespace
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine, bool bias)
+    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+  TS_CHECK(!this->normalized_shape.empty(), ValueError, "LayerNorm: normalized_shape must not be empty");
+  if (elementwise_affine) {
+    weight = empty(this->normalized_shape);
+    if (bias) this->bias = empty(this->normalized_shape);
+  }
+  register_parameter("weight", weight);
+  register_parameter("bias", this->bias);
+  reset_parameters();
+}
+void LayerNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+}
+Tensor LayerNorm::forward(Tensor x) {
+  return functional::layer_norm(x, normalized_shape, weight.defined() ? std::optional<Tensor>(weight) : std::nullopt,
+                                bias.defined() ? std::optional<Tensor>(bias) : std::nullopt, eps);
+}
+std::string LayerNorm::extra_repr() const {
+  return detail::str_cat(shape_tuple(normalized_shape), ", eps=", eps, ", elementwise_affine=", py_bool(elementwise_affine));
+}
+
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+    : num_groups(num_groups), num_channels(num_channels), eps(eps), affine(affine) {
+  TS_CHECK(num_groups > 0 && num_channels % num_groups == 0, ValueError,
+           "GroupNorm: num_channels (", num_channels, ") must be divisible by num_groups (", num_groups, ")");
+  if (affine) {
+    weight = empty({num_channels});
+    bias = empty({num_channels});
+  }
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+  reset_parameters();
+}
+void GroupNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+}
+Tensor GroupNorm::forward(Tensor x) {
+  TS_CHECK(x.dim() >= 2 && x.size(1) == num_channels, ShapeError, "GroupNorm: expected input of shape (N, ",
+           num_channels, ", *), got ", x.sizes());
+  return functional::group_norm(x, num_groups, affine ? std::optional<Tensor>(weight) : std::nullopt,
+                                affine ? std::optional<Tensor>(bias) : std::nullopt, eps);
+}
+std::string GroupNorm::extra_repr() const {
+  return detail::str_cat(num_groups, ", ", num_channels, ", eps=", eps, ", affine=", py_bool(affine));
+}
+
+RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)), eps(eps), elementwise_affine(elementwise_affine) {
+  TS_CHECK(!this->normalized_shape.empty(), ValueError, "RMSNorm: normalized_shape must not be empty");
+  if (elementwise_affine) weight = empty(this->normalized_shape);
+  register_parameter("weight", weight);
+  reset_parameters();
+}
+void RMSNorm::reset_parameters() {
+  if (weight.defined()) init::ones_(weight);
+}
+Tensor RMSNorm::forward(Tensor x) {
+  return functional::rms_norm(x, normalized_shape, weight.defined() ? std::optional<Tensor>(weight) : std::nullopt, eps);
+}
+std::string RMSNorm::extra_repr() const {
+  return detail::str_cat(shape_tuple(normalized_shape), ", eps=", eps ? std::to_string(*eps) : std::string("None"),
+                         ", elementwise_affine=", py_bool(elementwise_affine));
+}
+
+BatchNormBase::BatchNormBase(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                             bool track_running_stats)
+    : num_features(num_features), eps(eps), momentum(momentum), affine(affine),
+      track_running_stats(track_running_stats) {
+  TS_CHECK(num_features > 0, ValueError, "BatchNorm: num_features must be positive, got ", num_features);
+  if (affine) {
+    weight = empty({num_features});
+    bias = empty({num_features});
+  }
+  register_parameter("weight", weight);
+  register_parameter("bias", bias);
+  if (track_running_stats) {
+    running_mean = zeros({num_features});
+    running_var = ones({num_features});
+    num_batches_tracked = zeros({}, kInt64);
+  }
+  register_buffer("running_mean", running_mean);
+  register_buffer("running_var", running_var);
+  register_buffer("num_batches_tracked", num_batches_tracked);
+  reset_parameters();
+}
+
+void BatchNormBase::reset_running_stats() {
+  if (!track_running_stats) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1);
+  num_batches_tracked.zero_();
+}
+
+void BatchNormBase::reset_parameters() {
+  reset_running_stats();
+  if (weight.defined()) init::ones_(weight);
+  if (bias.defined()) init::zeros_(bias);
+}
+
+Tensor BatchNormBase::forward(Tensor x) {
+  check_input_dim(x);
+  TS_CHECK(x.size(1) == num_features, ShapeError, name(), ": expected ", num_features, " channels (dim 1), got input of size ",
+           x.sizes());
+  double factor = momentum.value_or(0.0);
+  if (is_training() && track_running_stats) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(1);
+    if (!momentum) factor = 1.0 / num_batches_tracked.item<double>();
+  }
+  // Batch statistics in training, and always without running stats; running stats in evaluation.
+  const bool use_batch_stats = is_training() || !running_mean.defined();
+  return functional::batch_norm(x, running_mean, running_var, affine ? std::optional<Tensor>(weight) : std::nullopt,
+                                affine ? std::optional<Tensor>(bias) : std::nullopt, use_batch_stats, factor, eps);
+}
+
+std::string BatchNormBase::extra_repr() const {
+  return detail::str_cat(num_features, ", eps=", eps, ", momentum=",
+                         momentum ? detail::str_cat(*momentum) : std::string("None"), ", affine=", py_bool(affine),
+                         ", track_running_stats=", py_bool(track_running_stats));
+}
+
+void BatchNorm1d::check_input_dim(const Tensor& x) const {
+  TS_CHECK(x.dim() == 2 || x.dim() == 3, ShapeError, "BatchNorm1d: expected 2D or 3D input (got ", x.dim(), "D input)");
+}
+void BatchNorm2d::check_input_dim(const Tensor& x) const {
+  TS_CHECK(x.dim() == 4, ShapeError, "BatchNorm2d: expected 4D input (got ", x.dim(), "D input)");
+}
+
+}  // namespace tessera::nn
