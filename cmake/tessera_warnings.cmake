@@ -1,7 +1,7 @@
 # Warning and optimization flags shared by every tessera target.
 add_library(tessera_flags INTERFACE)
 target_compile_options(tessera_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers>)
 # Kernels need the vectorizer and may assume no errno from math functions; NaN/Inf semantics stay.
 add_library(tessera_kernel_flags INTERFACE)
 target_compile_options(tessera_kernel_flags INTERFACE
