@@ -11,3 +11,4 @@
 #include "tessera/tensor.h"
 #include "tessera/safetensors.h"
 #include "tessera/nn.h"
+#include "tessera/models.h"
