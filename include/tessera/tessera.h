@@ -7,6 +7,7 @@
 #include "tessera/error.h"
 #include "tessera/functions.h"
 #include "tessera/generator.h"
+#include "tessera/optim.h"
 #include "tessera/scalar.h"
 #include "tessera/shape.h"
 #include "tessera/tensor.h"

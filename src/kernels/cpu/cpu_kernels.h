@@ -24,6 +24,9 @@ void register_shape_ops();
 
 // family random: declare register_random() on the next line
 void register_random();
+
+// family optim: declare register_optim() on the next line
+void register_optim();
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu

@@ -19,6 +19,8 @@ void register_cpu_kernels() {
   register_shape_ops();
   // family random: call register_random() on the next line
   register_random();
+  // family optim: call register_optim() on the next line
+  register_optim();
 }
 
 }  // namespace tessera::cpu
