@@ -14,3 +14,4 @@
 #include "tessera/safetensors.h"
 #include "tessera/nn.h"
 #include "tessera/models.h"
+#include "tessera/checkpoint.h"

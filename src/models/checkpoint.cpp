@@ -1,0 +1,111 @@
+// save_checkpoint / load_checkpoint (Note [Atomic checkpoint] in checkpoint.h).
+#include "tessera/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessera/safetensors.h"
+
+namespace tessera {
+namespace fs = std::filesystem;
+namespace {
+
+void fsync_path(const fs::path& p, bool directory) {
+  int fd = ::open(p.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  TS_CHECK(fd >= 0, IOError, "save_checkpoint: cannot open ", p.string(), " to sync it");
+  int rc = ::fsync(fd);
+  ::close(fd);
+  TS_CHECK(rc == 0, IOError, "save_checkpoint: fsync of ", p.string(), " failed");
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  TS_CHECK(in.good(), IOError, "load_checkpoint: cannot read ", p.string(), " (is this a tessera checkpoint?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const nn::Module& model, const optim::Optimizer* optimizer,
+                     const optim::LRScheduler* scheduler, int64_t step) {
+  const fs::path final_dir(dir);
+  const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  TS_CHECK(fs::create_directories(tmp, ec) || fs::is_directory(tmp), IOError, "save_checkpoint: cannot create ",
+           tmp.string(), ": ", ec.message());
+
+  save_safetensors(model.state_dict(), (tmp / "model.safetensors").string(), {{"format", "pt"}});
+  nlohmann::json meta = {{"format", "tessera-checkpoint"}, {"version", 1}, {"step", step}};
+  if (optimizer) {
+    optim::OptimizerStateDict sd = optimizer->state_dict();
+    save_safetensors(sd.state, (tmp / "optimizer.safetensors").string(), {{"param_groups", sd.param_groups}});
+    meta["optimizer"] = optimizer->name();
+  }
+  if (scheduler) meta["scheduler"] = scheduler->state_dict();
+  Generator& gen = default_generator(kCPU);
+  meta["generator"] = {{"seed", gen.seed()}, {"offset", gen.offset()}};
+  {
+    std::ofstream out(tmp / "checkpoint.json");
+    out << meta.dump(1) << "\n";
+    TS_CHECK(out.good(), IOError, "save_checkpoint: cannot write ", (tmp / "checkpoint.json").string());
+  }
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "checkpoint.json"})
+    if (fs::exists(tmp / f)) fsync_path(tmp / f, false);
+  fsync_path(tmp, true);
+
+  const fs::path old = final_dir.string() + ".old." + std::to_string(::getpid());
+  const bool had_old = fs::exists(final_dir);
+  if (had_old) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+  fsync_path(parent, true);
+  if (had_old) fs::remove_all(old, ec);
+}
+
+int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer* optimizer,
+                        optim::LRScheduler* scheduler) {
+  const fs::path d(dir);
+  TS_CHECK(fs::is_directory(d), IOError, "load_checkpoint: ", dir, " is not a checkpoint directory");
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_text(d / "checkpoint.json"));
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW(IOError, "load_checkpoint: ", (d / "checkpoint.json").string(), " is not valid JSON: ", e.what());
+  }
+  TS_CHECK(meta.value("format", "") == "tessera-checkpoint", IOError, "load_checkpoint: ",
+           (d / "checkpoint.json").string(), " is not a tessera checkpoint");
+  model.load_state_dict(load_safetensors((d / "model.safetensors").string()), true);
+  if (optimizer) {
+    TS_CHECK(meta.contains("optimizer"), IOError, "load_checkpoint: ", dir, " holds no optimizer state");
+    TS_CHECK(meta["optimizer"] == optimizer->name(), ValueError, "load_checkpoint: the checkpoint's optimizer is ",
+             meta["optimizer"].get<std::string>(), " but ", optimizer->name(), " was given");
+    SafetensorsFile f((d / "optimizer.safetensors").string());
+    optim::OptimizerStateDict sd;
+    for (const std::string& k : f.keys()) sd.state[k] = f.get(k).clone();
+    auto it = f.metadata().find("param_groups");
+    TS_CHECK(it != f.metadata().end(), IOError, "load_checkpoint: ", (d / "optimizer.safetensors").string(),
+             " lacks its param_groups metadata");
+    sd.param_groups = it->second;
+    optimizer->load_state_dict(sd);
+  }
+  if (scheduler) {
+    TS_CHECK(meta.contains("scheduler"), IOError, "load_checkpoint: ", dir, " holds no scheduler state");
+    scheduler->load_state_dict(meta["scheduler"].get<std::string>());
+  }
+  if (meta.contains("generator")) {
+    Generator& gen = default_generator(kCPU);
+    gen.manual_seed(meta["generator"]["seed"].get<uint64_t>());
+    gen.set_offset(meta["generator"]["offset"].get<uint64_t>());
+  }
+  return meta.value("step", int64_t(0));
+}
+
+}  // namespace tessera
