@@ -1,0 +1,48 @@
+// The `tessera` command. Subcommands: train (train.cpp), info.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "tessera/tessera.h"
+#include "train.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: deep learning in C++"};
+  app.require_subcommand(1);
+
+  tessera::app::TrainOptions t;
+  CLI::App* train = app.add_subcommand("train", "train a model on a dataset");
+  train->add_option("--model", t.model, "mlp | cnn | resnet18")->check(CLI::IsMember({"mlp", "cnn", "resnet18"}));
+  train->add_option("--data", t.data, "fashion-mnist or fashion-mnist:DIR");
+  train->add_option("--epochs", t.epochs, "number of epochs")->check(CLI::PositiveNumber);
+  train->add_option("--batch-size", t.batch_size, "examples per step")->check(CLI::PositiveNumber);
+  train->add_option("--lr", t.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adamw)")->check(CLI::NonNegativeNumber);
+  train->add_option("--optimizer", t.optimizer, "sgd | adamw")->check(CLI::IsMember({"sgd", "adamw"}));
+  train->add_option("--device", t.device, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  train->add_option("--seed", t.seed, "random seed");
+  train->add_option("--checkpoint", t.checkpoint, "checkpoint directory, saved after every epoch");
+  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists");
+  train->add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
+  train->add_option("--limit-train", t.limit_train, "use only the first N training examples");
+  train->add_option("--threads", t.threads, "CPU threads (default: all)");
+
+  app.add_subcommand("info", "print the build and the devices");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      std::fprintf(stderr, "tessera: %s\n", e.what());
+      std::fprintf(stderr, "%s", app.help().c_str());
+      return e.get_exit_code();
+    }
+    return app.exit(e);
+  }
+  try {
+    if (*train) return tessera::app::run_train(t);
+    std::printf("tessera %s, CPU threads %d\n", "0.1.0", tessera::get_num_threads());
+    return 0;
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "tessera: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,156 @@
+// `tessera train`: trains a model on Fashion-MNIST with a progress bar, evaluates on the test set
+// after every epoch, writes metrics (CSV + SVG) and checkpoints, and resumes from a checkpoint.
+#include "train.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "metrics_plot.h"
+#include "progress.h"
+#include "tessera/tessera.h"
+
+namespace tessera::app {
+namespace {
+
+std::unique_ptr<nn::Module> make_model(const std::string& name) {
+  if (name == "mlp") return std::make_unique<models::MLP>(784, std::vector<int64_t>{512, 512}, 10);
+  if (name == "cnn") return std::make_unique<models::CNN>(1, 10, 28);
+  if (name == "resnet18") return std::make_unique<models::ResNet>(models::resnet18(10, 1, true));
+  TS_THROW(ValueError, "train: unknown model '", name, "' (expected mlp, cnn or resnet18)");
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, nn::Module& model, double lr) {
+  if (name == "sgd")
+    return std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions{.lr = lr > 0 ? lr : 0.05, .momentum = 0.9});
+  if (name == "adamw")
+    return std::make_unique<optim::AdamW>(model.parameters(),
+                                          optim::AdamWOptions{.lr = lr > 0 ? lr : 1e-3, .weight_decay = 0.01});
+  TS_THROW(ValueError, "train: unknown optimizer '", name, "' (expected sgd or adamw)");
+}
+
+Device pick_device(const std::string& want) {
+  if (want == "cpu") return kCPU;
+  bool have_cuda = true;
+  try {
+    empty({1}, Device::cuda());
+  } catch (const Error&) {
+    have_cuda = false;
+  }
+  if (want == "cuda") {
+    TS_CHECK(have_cuda, DeviceError, "train: --device cuda, but tessera was built without the CUDA backend or "
+             "finds no GPU");
+    return Device::cuda();
+  }
+  TS_CHECK(want == "auto", ValueError, "train: unknown device '", want, "' (expected cpu, cuda or auto)");
+  return have_cuda ? Device::cuda() : kCPU;
+}
+
+struct Eval {
+  double loss, accuracy;
+};
+
+Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+  NoGradGuard no_grad;
+  model.eval();
+  double loss_sum = 0;
+  int64_t correct = 0, n = 0;
+  for (auto& [x, y] : loader) {
+    Tensor xd = x.to(device), yd = y.to(device);
+    Tensor logits = model(xd);
+    loss_sum += nn::functional::cross_entropy(logits, yd, std::nullopt, -100, "sum").item<double>();
+    correct += sum(eq(argmax(logits, 1), yd)).item<int64_t>();
+    n += y.size(0);
+  }
+  model.train();
+  return {loss_sum / static_cast<double>(n), 100.0 * static_cast<double>(correct) / static_cast<double>(n)};
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& o) {
+  TS_CHECK(o.epochs > 0 && o.batch_size > 0, ValueError, "train: --epochs and --batch-size must be positive");
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  manual_seed(o.seed);
+  const Device device = pick_device(o.device);
+
+  std::string root = data::FashionMNIST::kDefaultRoot;
+  if (o.data.rfind("fashion-mnist:", 0) == 0) root = o.data.substr(14);
+  else TS_CHECK(o.data == "fashion-mnist", ValueError, "train: unknown data '", o.data, "' (expected fashion-mnist or fashion-mnist:DIR)");
+  auto norm = data::FashionMNIST::kNormalize;
+  data::FashionMNIST train_set(root, data::Split::Train, norm), test_set(root, data::Split::Test, norm);
+  std::shared_ptr<const data::Dataset> train_data;
+  if (o.limit_train > 0 && o.limit_train < train_set.size())
+    train_data = std::make_shared<data::TensorDataset>(std::vector<Tensor>{
+        train_set.images().slice(0, 0, o.limit_train), train_set.labels().slice(0, 0, o.limit_train)});
+  else
+    train_data = std::make_shared<data::FashionMNIST>(train_set);
+  data::DataLoader train_loader(train_data, {.batch_size = o.batch_size, .shuffle = true, .num_workers = 1,
+                                             .drop_last = true, .seed = o.seed});
+  data::DataLoader test_loader(test_set, {.batch_size = 1000});
+
+  std::unique_ptr<nn::Module> model = make_model(o.model);
+  model->to(device);
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(o.optimizer, *model, o.lr);
+  const int64_t steps_per_epoch = static_cast<int64_t>(train_loader.size());
+  optim::CosineAnnealingLR sched(*opt, o.epochs * steps_per_epoch);
+
+  int64_t first_epoch = 0;
+  if (o.resume) {
+    TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
+    if (std::filesystem::exists(o.checkpoint)) {
+      first_epoch = load_checkpoint(o.checkpoint, *model, opt.get(), &sched);
+      std::printf("resumed from %s after epoch %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_epoch));
+    }
+  }
+  std::printf("training %s on Fashion-MNIST (%lld examples, %lld steps/epoch) on %s with %s, %lld parameters\n",
+              o.model.c_str(), static_cast<long long>(train_data->size()), static_cast<long long>(steps_per_epoch),
+              device.str().c_str(), opt->name().c_str(), [&] {
+                long long n = 0;
+                for (const Tensor& p : model->parameters()) n += p.numel();
+                return n;
+              }());
+
+  std::vector<EpochMetrics> rows;
+  const bool tty = true;
+  for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    train_loader.set_epoch(epoch);
+    ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs),
+                    steps_per_epoch * o.batch_size, tty);
+    double loss_sum = 0;
+    int64_t seen = 0, batches = 0;
+    for (auto& [x, y] : train_loader) {
+      Tensor xd = x.to(device), yd = y.to(device);
+      opt->zero_grad();
+      Tensor loss = nn::functional::cross_entropy((*model)(xd), yd);
+      loss.backward();
+      opt->step();
+      sched.step();
+      loss_sum += loss.item<double>();
+      ++batches;
+      seen += y.size(0);
+      bar.update(seen, loss_sum / static_cast<double>(batches));
+    }
+    bar.finish();
+    const double train_seconds = bar.seconds();
+    Eval ev = evaluate(*model, test_loader, device);
+    EpochMetrics m{static_cast<int>(epoch + 1), loss_sum / static_cast<double>(batches), ev.loss, ev.accuracy, train_seconds};
+    rows.push_back(m);
+    std::printf("epoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy %.2f%%  %.1fs (%.0f items/s)\n",
+                static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), m.train_loss, m.test_loss,
+                m.test_accuracy, train_seconds, static_cast<double>(seen) / train_seconds);
+    std::fflush(stdout);
+    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, *model, opt.get(), &sched, epoch + 1);
+  }
+  if (!o.metrics.empty() && !rows.empty()) {
+    write_metrics_csv(o.metrics, rows);
+    std::string svg = o.metrics.size() > 4 && o.metrics.substr(o.metrics.size() - 4) == ".csv"
+                          ? o.metrics.substr(0, o.metrics.size() - 4) + ".svg"
+                          : o.metrics + ".svg";
+    write_metrics_svg(svg, rows);
+    std::printf("metrics: %s, plot: %s\n", o.metrics.c_str(), svg.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tessera::app
