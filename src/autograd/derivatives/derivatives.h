@@ -16,8 +16,10 @@ void register_view_derivatives();
 // family elementwise
 
 // family reduce
+void register_reduce_derivatives();
 
 // family linalg
+void register_linalg_derivatives();
 
 // family index
 

@@ -8,8 +8,10 @@ void register_derivatives() {
   // family elementwise
 
   // family reduce
+  register_reduce_derivatives();
 
   // family linalg
+  register_linalg_derivatives();
 
   // family index
 
