@@ -44,6 +44,7 @@ inline bool differentiable(const std::string& op) {
        [](const Tensor& x) { return zeros({2, 2}, kFloat64).scatter(0, zeros({2, 2}, kInt64), x); }},
   };
   bool ok = false;
+  EnableGradGuard grad_on;
   try {
     ok = probes.at(op)(leaf({2, 2}, 99)).requires_grad();
   } catch (const NotImplementedError&) {

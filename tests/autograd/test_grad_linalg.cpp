@@ -215,9 +215,12 @@ TEST(GradLinalg, LeastSquaresEndToEnd) {
   ts::Tensor y = test_data({6}, ts::kFloat64, 82);
   w.zero_grad();
   ts::pow(ts::sub(ts::matmul(X, w), y), 2.0).mean().backward();
-  ts::NoGradGuard no_grad;
-  ts::Tensor r = ts::sub(ts::matmul(X.detach(), w.detach()), y);
-  ts::Tensor want = ts::div(ts::mul(ts::matmul(X.detach().t(), r), 2.0), 6.0);
+  ts::Tensor want;
+  {
+    ts::NoGradGuard no_grad;
+    ts::Tensor r = ts::sub(ts::matmul(X.detach(), w.detach()), y);
+    want = ts::div(ts::mul(ts::matmul(X.detach().t(), r), 2.0), 6.0);
+  }
   EXPECT_TRUE(grad_is(w.grad(), want.tolist<double>()));
   check_grads("least squares", [&y](const V& in) { return V{ts::pow(ts::sub(ts::matmul(in[0], in[1]), y), 2.0).mean()}; },
               {X, w}, {"sub", "pow", "mul", "div"});

@@ -130,9 +130,10 @@ TEST(GradReduce, AmaxAminSplitTiesEvenly) {
   x.zero_grad();
   ts::amax(x).backward();
   EXPECT_TRUE(grad_is(x.grad(), {0, 0.5, 0.5, 0, 0, 0}));
-  // At a tie the central difference is the even split too, so gradcheck holds there.
+  // At a tie the central difference is the even split too, so gradcheck holds there (not
+  // gradgradcheck: the first derivative jumps at a tie).
   ts::Tensor t = ts::tensor(ties, {2, 3}, ts::kFloat64).requires_grad_();
-  check_grads("amax ties", [](const V& in) { return V{ts::amax(in[0], {1}, true)}; }, {t}, {"mul", "div"});
+  check_grads("amax ties", [](const V& in) { return V{ts::amax(in[0], {1}, true)}; }, {t}, {}, false);
 }
 
 TEST(GradReduce, MaxMinOverAllDims) {

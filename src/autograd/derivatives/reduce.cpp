@@ -55,6 +55,12 @@ Tensor input_as(const BackwardContext& c, const Tensor& g) {
 
 TensorOptions opts_of(const Tensor& t) { return TensorOptions(t.dtype(), t.device()); }
 
+// num / den, and 0 where `zero`. The division sees 1 there, so that the derivative of the result is
+// 0 there too, not 0 * inf = NaN (a where() over a plain division would give NaN second derivatives).
+Tensor div_or_zero(const Tensor& num, const Tensor& den, const Tensor& zero) {
+  return where(zero, Scalar(0.0), div(num, where(zero, Scalar(1.0), den)));
+}
+
 // ---- sum, mean, prod -------------------------------------------------------------------------
 
 V sum_back(const BackwardContext& c, const V& g) { return {unreduce(g[0], c).expand(c.input_meta[0].sizes)}; }
@@ -151,7 +157,7 @@ V var_back(const BackwardContext& c, const V& g) { return {var_grad(c, unreduce(
 V std_back(const BackwardContext& c, const V& g) {
   Tensor y = unreduce(c.outputs[0], c);
   // d std = d var / (2 std); 0 where std is 0 (a constant slice), as PyTorch.
-  Tensor gvar = where(eq(y, 0), Scalar(0.0), div(unreduce(g[0], c), mul(y, 2.0)));
+  Tensor gvar = div_or_zero(unreduce(g[0], c), mul(y, 2.0), eq(y, 0));
   return {var_grad(c, gvar)};
 }
 
@@ -170,7 +176,7 @@ V norm_back(const BackwardContext& c, const V& g) {
   Tensor gk = unreduce(g[0], c), y = unreduce(c.outputs[0], c);
   if (p == 0) return {zeros_like(x, opts_of(gk))};  // a count: piecewise constant
   if (p == 1) return {mul(sign(x), gk)};
-  if (p == 2) return {mul(gk, where(eq(y, 0), Scalar(0.0), div(x, y)))};
+  if (p == 2) return {mul(gk, div_or_zero(x, y, eq(y, 0)))};
   if (std::isinf(p)) {
     // The gradient of amax(abs(x)) (split among ties), NaNs included.
     Tensor ax = abs(x);
@@ -178,10 +184,11 @@ V norm_back(const BackwardContext& c, const V& g) {
     return {mul(sign(x), mul(div(gk, mask.sum(c.attrs.ints, /*keepdim=*/true)), mask))};
   }
   if (p < 1) {
-    Tensor scaled = mul(sign(x), where(eq(x, 0), Scalar(0.0), pow(abs(x), p - 1)));
+    Tensor zero = eq(x, 0);
+    Tensor scaled = mul(sign(x), where(zero, Scalar(0.0), pow(where(zero, Scalar(1.0), abs(x)), p - 1)));
     return {mul(mul(scaled, gk), pow(y, 1 - p))};
   }
-  Tensor scale = where(eq(y, 0), Scalar(0.0), div(gk, pow(y, p - 1)));
+  Tensor scale = div_or_zero(gk, pow(y, p - 1), eq(y, 0));
   Tensor scaled = p < 2 ? mul(sign(x), pow(abs(x), p - 1)) : mul(x, pow(abs(x), p - 2));
   return {mul(scaled, scale)};
 }
