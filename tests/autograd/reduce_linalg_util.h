@@ -58,7 +58,10 @@ inline bool differentiable(const std::string& op) {
 inline std::string missing_derivatives(const std::vector<std::string>& ops) {
   std::string m;
   for (const std::string& op : ops)
-    if (!differentiable(op)) m += (m.empty() ? "" : ", ") + op;
+    if (!differentiable(op)) {
+      if (!m.empty()) m += ", ";
+      m += op;
+    }
   return m;
 }
 

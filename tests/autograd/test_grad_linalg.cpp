@@ -26,7 +26,10 @@ std::string shape_str(const std::vector<ts::Shape>& shapes) {
   std::string s;
   for (const ts::Shape& sh : shapes) {
     s += "(";
-    for (size_t i = 0; i < sh.size(); ++i) s += (i ? "," : "") + std::to_string(sh[i]);
+    for (size_t i = 0; i < sh.size(); ++i) {
+      if (i) s += ",";
+      s += std::to_string(sh[i]);
+    }
     s += ")";
   }
   return s;

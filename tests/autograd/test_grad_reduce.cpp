@@ -24,7 +24,10 @@ struct ReduceCase {
 
 std::string dims_str(const DimList& d) {
   std::string s = "{";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(d[i]);
+  }
   return s + "}";
 }
 

@@ -64,18 +64,17 @@ V outer_back(const BackwardContext& c, const V& g) {
   return out;
 }
 
-// c = x W^T + bias, x (..., in), W (out, in), c (..., out).
+// c = x W^T + bias, x (..., in), W (out, in), c (..., out). The leading dims fold into rows, so
+// both gradients are single mm calls (a matmul of g against W would broadcast W over the batch).
 V linear_back(const BackwardContext& c, const V& g) {
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
+  const int64_t in = w.size(1), out_f = w.size(0);
+  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  Tensor g2 = g[0].reshape({rows, out_f});
   V out(3);
-  if (needs(c, 0)) out[0] = matmul(g[0], w);
-  if (needs(c, 1)) {
-    const int64_t in = w.size(1), out_f = w.size(0);
-    const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
-    Tensor g2 = g[0].reshape({rows, out_f});
-    out[1] = mm(g2.t(), x.reshape({rows, in}));
-  }
+  if (needs(c, 0)) out[0] = mm(g2, w).reshape(x.sizes());
+  if (needs(c, 1)) out[1] = mm(g2.t(), x.reshape({rows, in}));
   if (needs(c, 2)) out[2] = g[0];
   return out;
 }
