@@ -4,9 +4,14 @@
 // Transposed or sliced operands are passed as they are (the kernel reads them in place where BLAS can);
 // only broadcast batch dims that cannot collapse into one batch stride are materialized, as PyTorch's
 // expand + reshape does.
+//
+// Autograd (Note [Autograd stage]): mm, bmm, addmm, baddbmm, dot, outer and linear record themselves
+// (derivatives in src/autograd/derivatives/linalg.cpp); matmul records nothing of its own: it is views
+// around a recorded mm, dot or bmm. addmm/baddbmm record attrs.scalars = {beta, alpha}.
 #include <string>
 
 #include "ops/gemm_kernel.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -75,8 +80,8 @@ Tensor gemm3(const Tensor& a3, const Tensor& b3, const Tensor* input, const Scal
   return c;
 }
 
-Tensor mm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* input = nullptr,
-               const Scalar& beta = 0, const Scalar& alpha = 1) {
+Tensor mm_body(const char* op, const Tensor& a, const Tensor& b, const Tensor* input, const Scalar& beta,
+               const Scalar& alpha) {
   check_same_device(op, {input, &a, &b});
   TS_CHECK(a.dim() == 2, ShapeError, op, ": self must be a matrix (2-D), got a ", a.dim(), "-D tensor of shape ", a.sizes());
   TS_CHECK(b.dim() == 2, ShapeError, op, ": mat2 must be a matrix (2-D), got a ", b.dim(), "-D tensor of shape ", b.sizes());
@@ -92,8 +97,8 @@ Tensor mm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* i
   return c.select(0, 0);
 }
 
-Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* input = nullptr,
-                const Scalar& beta = 0, const Scalar& alpha = 1) {
+Tensor bmm_body(const char* op, const Tensor& a, const Tensor& b, const Tensor* input, const Scalar& beta,
+                const Scalar& alpha) {
   check_same_device(op, {input, &a, &b});
   TS_CHECK(a.dim() == 3, ShapeError, op, ": batch1 must be a 3D tensor, got a ", a.dim(), "-D tensor of shape ", a.sizes());
   TS_CHECK(b.dim() == 3, ShapeError, op, ": batch2 must be a 3D tensor, got a ", b.dim(), "-D tensor of shape ", b.sizes());
@@ -109,7 +114,7 @@ Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* 
   return gemm3(a, b, input, beta, alpha);
 }
 
-Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
+Tensor dot_body(const char* op, const Tensor& a, const Tensor& b) {
   check_same_device(op, {&a, &b});
   TS_CHECK(a.dim() == 1 && b.dim() == 1, ShapeError, op, ": 1D tensors expected, but got ", a.dim(), "D and ",
            b.dim(), "D tensors");
@@ -120,6 +125,56 @@ Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
   const int64_t k = a.size(0);
   Tensor c = gemm3(a.reshape({1, 1, k}), b.reshape({1, k, 1}), nullptr, 0, 1);
   return c.reshape({});
+}
+
+// addmm/baddbmm record attrs.scalars = {beta, alpha}.
+OpAttrs factor_attrs(const Scalar& beta, const Scalar& alpha) {
+  OpAttrs a;
+  a.scalars = {beta, alpha};
+  return a;
+}
+
+// The recording entries: the checks and the product run with grad mode off (NoRecordScope), then the
+// op records itself under its public name whichever public op called it (matmul records "mm").
+Tensor mm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* input = nullptr,
+               const Scalar& beta = 0, const Scalar& alpha = 1) {
+  const bool rec = should_record({input, &a, &b});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = mm_body(op, a, b, input, beta, alpha);
+  }
+  if (rec) {
+    if (input) record_op("addmm", {*input, a, b}, {out}, factor_attrs(beta, alpha));
+    else record_op("mm", {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* input = nullptr,
+                const Scalar& beta = 0, const Scalar& alpha = 1) {
+  const bool rec = should_record({input, &a, &b});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = bmm_body(op, a, b, input, beta, alpha);
+  }
+  if (rec) {
+    if (input) record_op("baddbmm", {*input, a, b}, {out}, factor_attrs(beta, alpha));
+    else record_op("bmm", {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
+  const bool rec = should_record({&a, &b});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = dot_body(op, a, b);
+  }
+  if (rec) record_op("dot", {a, b}, {out});
+  return out;
 }
 
 }  // namespace
@@ -196,17 +251,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t nb = numel_of(batch);
   Tensor a3 = a2.expand(concat(batch, {m, k})).reshape({nb, m, k});
   Tensor b3 = b2.expand(concat(batch, {k, n})).reshape({nb, k, n});
-  Tensor c = gemm3(a3, b3, nullptr, 0, 1);
+  const bool rec = should_record({&a3, &b3});
+  Tensor c;
+  {
+    NoRecordScope no_record(rec);
+    c = gemm3(a3, b3, nullptr, 0, 1);
+  }
+  if (rec) record_op("bmm", {a3, b3}, {c});
   Shape out = batch;
   if (da > 1) out.push_back(m);
   if (db > 1) out.push_back(n);
   return c.view(out);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
-  const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
-  static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
-  OpScope scope("linear", {&x, &weight, bp ? bp : &kNoBias});
+namespace {
+
+Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor* bp) {
   check_defined("linear", x, "input");
   check_defined("linear", weight, "weight");
   check_same_device("linear", {&x, &weight, bp});
@@ -231,8 +291,26 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   return c.view(out);
 }
 
-Tensor outer(const Tensor& a, const Tensor& b) {
-  OpScope scope("outer", {&a, &b});
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
+  static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
+  OpScope scope("linear", {&x, &weight, bp ? bp : &kNoBias});
+  const bool rec = should_record({&x, &weight, bp});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = linear_body(x, weight, bp);
+  }
+  // An absent bias is recorded as an undefined input (no edge, no gradient).
+  if (rec) record_op("linear", {x, weight, bp ? *bp : kNoBias}, {out});
+  return out;
+}
+
+namespace {
+
+Tensor outer_body(const Tensor& a, const Tensor& b) {
   check_defined("outer", a, "self");
   check_defined("outer", b, "vec2");
   check_same_device("outer", {&a, &b});
@@ -246,6 +324,20 @@ Tensor outer(const Tensor& a, const Tensor& b) {
                    nullptr, 0, 1);
   Tensor r = c.select(0, 0);
   return dt == compute ? r : r.to(dt);
+}
+
+}  // namespace
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  OpScope scope("outer", {&a, &b});
+  const bool rec = should_record({&a, &b});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = outer_body(a, b);
+  }
+  if (rec) record_op("outer", {a, b}, {out});
+  return out;
 }
 
 }  // namespace tessera

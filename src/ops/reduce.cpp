@@ -3,7 +3,9 @@
 // and bool sums and products give int64; mean needs a floating dtype; any/all give bool) and hands
 // the (kept..., reduced...) view to a kernel of ops/reduce_kernel.h. The `dtype` argument casts the
 // input before reducing. Results of a full reduction are 0-dim; keepdim leaves size-1 dims.
+// Derivatives: src/autograd/derivatives/reduce.cpp.
 #include <algorithm>
+#include <tuple>
 
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -153,14 +155,30 @@ Tensor any_all(const char* op, const Tensor& x, const Dims& dims, bool keepdim, 
 }  // namespace
 
 // ---- public ops --------------------------------------------------------------------------------
+// The differentiable ones record themselves with the caller's input (before any dtype cast: the
+// engine casts the gradient back) and attrs.ints = dims, attrs.flag = keepdim.
 Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
   OpScope scope("sum", {&x});
-  return sum_or_prod("sum", x, dims, keepdim, dtype, /*is_sum=*/true);
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = sum_or_prod("sum", x, dims, keepdim, dtype, /*is_sum=*/true);
+  }
+  if (rec) record_op("sum", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  return out;
 }
 
 Tensor prod(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
   OpScope scope("prod", {&x});
-  return sum_or_prod("prod", x, dims, keepdim, dtype, /*is_sum=*/false);
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = sum_or_prod("prod", x, dims, keepdim, dtype, /*is_sum=*/false);
+  }
+  if (rec) record_op("prod", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  return out;
 }
 
 Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
@@ -175,42 +193,85 @@ Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype
              "mean: could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
              "Got: ", dtype_name(x.dtype()));
   }
-  DType rd = dtype.value_or(x.dtype());
-  Tensor xc = cast_to(x, rd);
-  ReducePlan plan = plan_reduction("mean", xc, dims.dims, keepdim);
-  return run_reduce(plan, {ReduceOp::Mean}, rd);
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    DType rd = dtype.value_or(x.dtype());
+    Tensor xc = cast_to(x, rd);
+    ReducePlan plan = plan_reduction("mean", xc, dims.dims, keepdim);
+    out = run_reduce(plan, {ReduceOp::Mean}, rd);
+  }
+  if (rec) record_op("mean", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  return out;
 }
+
+namespace {
+
+// amax/amin, and max/min over every dim (recorded as "max"/"min": their gradient also goes to NaNs).
+Tensor recorded_extremum(const char* op, const char* record_as, const Tensor& x, const std::vector<int64_t>& dims,
+                         bool keepdim, bool is_max) {
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = amax_amin(op, x, dims, keepdim, is_max);
+  }
+  if (rec) record_op(record_as, {x}, {out}, reduction_attrs(dims, keepdim));
+  return out;
+}
+
+// max/min over one dim: the gradient goes to the returned index, which the derivative takes from
+// attrs.tensors (a copy, so that a caller writing into the returned indices cannot change it).
+std::tuple<Tensor, Tensor> recorded_max_min_dim(const char* op, const char* record_as, const Tensor& x, int64_t dim,
+                                                bool keepdim, bool is_max) {
+  const bool rec = should_record({&x});
+  Tensor values, indices;
+  {
+    NoRecordScope no_record(rec);
+    std::tie(values, indices) = max_min_dim(op, x, dim, keepdim, is_max);
+  }
+  if (rec) {
+    OpAttrs attrs = reduction_attrs({dim}, keepdim);
+    attrs.tensors = {indices.clone()};
+    record_op(record_as, {x}, {values}, std::move(attrs));
+  }
+  return {values, indices};
+}
+
+}  // namespace
 
 Tensor amax(const Tensor& x, Dims dims, bool keepdim) {
   OpScope scope("amax", {&x});
-  return amax_amin("amax", x, dims.dims, keepdim, true);
+  return recorded_extremum("amax", "amax", x, dims.dims, keepdim, true);
 }
 
 Tensor amin(const Tensor& x, Dims dims, bool keepdim) {
   OpScope scope("amin", {&x});
-  return amax_amin("amin", x, dims.dims, keepdim, false);
+  return recorded_extremum("amin", "amin", x, dims.dims, keepdim, false);
 }
 
 Tensor max(const Tensor& x) {
   OpScope scope("max", {&x});
-  return amax_amin("max", x, {}, false, true);
+  return recorded_extremum("max", "max", x, {}, false, true);
 }
 
 Tensor min(const Tensor& x) {
   OpScope scope("min", {&x});
-  return amax_amin("min", x, {}, false, false);
+  return recorded_extremum("min", "min", x, {}, false, false);
 }
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
   OpScope scope("max", {&x});
-  return max_min_dim("max", x, dim, keepdim, true);
+  return recorded_max_min_dim("max", "max_dim", x, dim, keepdim, true);
 }
 
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   OpScope scope("min", {&x});
-  return max_min_dim("min", x, dim, keepdim, false);
+  return recorded_max_min_dim("min", "min_dim", x, dim, keepdim, false);
 }
 
+// argmax/argmin and any/all have no gradient and do not record.
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   OpScope scope("argmax", {&x});
   return arg_max_min("argmax", x, dim, keepdim, true);

@@ -3,8 +3,10 @@
 // ops/reduce_kernel.h). Shape logic only; no data is touched here.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "ops/no_record.h"
 #include "tessera/functions.h"
 
 namespace tessera {
@@ -31,6 +33,16 @@ void check_nonempty_reduction(const char* op, const Tensor& x, const ReducePlan&
 // The plan's input as (kept..., R) with a single reduced dim; made contiguous when neither R nor the
 // innermost kept dim is unit-stride (the row kernels walk one of the two innermost).
 Tensor rows_view(const ReducePlan& plan);
+
+// What a reduction records for its derivative (Note [Autograd stage]): attrs.ints = the dims as the
+// caller gave them, attrs.flag = keepdim, attrs.scalars = the op's numeric arguments.
+inline OpAttrs reduction_attrs(std::vector<int64_t> dims, bool keepdim, std::vector<Scalar> scalars = {}) {
+  OpAttrs a;
+  a.scalars = std::move(scalars);
+  a.ints = std::move(dims);
+  a.flag = keepdim;
+  return a;
+}
 
 // Allocates the kernels' output (kept sizes, contiguous) on x's device.
 Tensor make_reduce_output(const ReducePlan& plan, DType dtype, Device device);

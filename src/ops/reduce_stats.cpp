@@ -2,9 +2,10 @@
 // norm (p = 0, 1, 2, +-inf, any other p; "fro"), logsumexp (max-shifted) and cumsum/cumprod.
 // Validation and dtype inference follow PyTorch: var/std/norm need floating inputs; logsumexp
 // computes integers and bool in float32; scans of integers and bool give int64 unless a dtype is
-// given, and a bool result dtype is refused.
+// given, and a bool result dtype is refused. Derivatives: src/autograd/derivatives/reduce.cpp.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -69,52 +70,113 @@ Tensor scan_impl(const char* op, const Tensor& x, int64_t dim, std::optional<DTy
 
 }  // namespace
 
+// Each op records itself with attrs.ints = dims (empty: every dim) and attrs.flag = keepdim; var, std
+// and var_mean add scalars = {correction}, norm scalars = {p}, the scans ints = {dim}.
 Tensor var(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
   OpScope scope("var", {&x});
-  return std::get<0>(var_impl("var", x, dims, correction, keepdim, false, false));
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = std::get<0>(var_impl("var", x, dims, correction, keepdim, false, false));
+  }
+  if (rec) record_op("var", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  return out;
 }
 
 Tensor std(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
   OpScope scope("std", {&x});
-  return std::get<0>(var_impl("std", x, dims, correction, keepdim, true, false));
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = std::get<0>(var_impl("std", x, dims, correction, keepdim, true, false));
+  }
+  if (rec) record_op("std", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  return out;
 }
 
 std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
   OpScope scope("var_mean", {&x});
-  return var_impl("var_mean", x, dims, correction, keepdim, false, true);
+  const bool rec = should_record({&x});
+  Tensor v, m;
+  {
+    NoRecordScope no_record(rec);
+    std::tie(v, m) = var_impl("var_mean", x, dims, correction, keepdim, false, true);
+  }
+  if (rec)
+    record_op("var_mean", {x}, {v, m}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  return {v, m};
 }
+
+namespace {
+
+Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims, bool keepdim) {
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = norm_impl(x, p, dims, keepdim);
+  }
+  if (rec) record_op("norm", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {p}));
+  return out;
+}
+
+}  // namespace
 
 Tensor norm(const Tensor& x, double p, std::optional<Dims> dims, bool keepdim) {
   OpScope scope("norm", {&x});
-  return norm_impl(x, p, dims, keepdim);
+  return recorded_norm(x, p, dims, keepdim);
 }
 
 Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, bool keepdim) {
   OpScope scope("norm", {&x});
   TS_CHECK(p != "nuc", NotImplementedError, "norm: the nuclear norm (p='nuc') is not supported");
   TS_CHECK(p == "fro", ValueError, "norm: unknown order p='", p, "' (expected 'fro' or a number)");
-  return norm_impl(x, 2, dims, keepdim);
+  return recorded_norm(x, 2, dims, keepdim);
 }
 
 Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim) {
   OpScope scope("logsumexp", {&x});
   check_defined("logsumexp", x, "input");
-  // Integers and bool compute in the default float dtype, as PyTorch does.
-  Tensor xf = x.is_floating_point() ? x : cast_to(x, kFloat32);
-  ReducePlan plan = plan_reduction("logsumexp", xf, dims.dims, keepdim);
-  Tensor out = make_reduce_output(plan, xf.dtype(), x.device());
-  logsumexp_kernel(x.device(), out, rows_view(plan));
-  return out.view(plan.out_sizes);
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    // Integers and bool compute in the default float dtype, as PyTorch does.
+    Tensor xf = x.is_floating_point() ? x : cast_to(x, kFloat32);
+    ReducePlan plan = plan_reduction("logsumexp", xf, dims.dims, keepdim);
+    out = make_reduce_output(plan, xf.dtype(), x.device());
+    logsumexp_kernel(x.device(), out, rows_view(plan));
+    out = out.view(plan.out_sizes);
+  }
+  if (rec) record_op("logsumexp", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  return out;
 }
+
+namespace {
+
+Tensor recorded_scan(const char* op, const Tensor& x, int64_t dim, std::optional<DType> dtype, ScanOp sop) {
+  const bool rec = should_record({&x});
+  Tensor out;
+  {
+    NoRecordScope no_record(rec);
+    out = scan_impl(op, x, dim, dtype, sop);
+  }
+  if (rec) record_op(op, {x}, {out}, reduction_attrs({dim}, false));
+  return out;
+}
+
+}  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   OpScope scope("cumsum", {&x});
-  return scan_impl("cumsum", x, dim, dtype, ScanOp::Sum);
+  return recorded_scan("cumsum", x, dim, dtype, ScanOp::Sum);
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   OpScope scope("cumprod", {&x});
-  return scan_impl("cumprod", x, dim, dtype, ScanOp::Prod);
+  return recorded_scan("cumprod", x, dim, dtype, ScanOp::Prod);
 }
 
 }  // namespace tessera

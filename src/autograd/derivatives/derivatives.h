@@ -17,8 +17,10 @@ void register_view_derivatives();
 void register_elementwise_derivatives();
 
 // family reduce
+void register_reduce_derivatives();
 
 // family linalg
+void register_linalg_derivatives();
 
 // family index
 void register_index_derivatives();

@@ -9,8 +9,10 @@ void register_derivatives() {
   register_elementwise_derivatives();
 
   // family reduce
+  register_reduce_derivatives();
 
   // family linalg
+  register_linalg_derivatives();
 
   // family index
   register_index_derivatives();

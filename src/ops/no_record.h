@@ -1,0 +1,27 @@
+// NoRecordScope: grad mode off for the body of an op that records itself (Note [Autograd stage]).
+// The views, casts and copies such a body takes of its inputs are implementation, not steps to
+// differentiate; recording them would only build graph nodes that nobody runs. The op decides
+// should_record() before the scope opens and calls record_op() once it is closed.
+#pragma once
+#include "ops/autograd_hook.h"
+#include "runtime/grad_mode.h"
+
+namespace tessera {
+
+// `active` is the op's should_record(): a call that records nothing leaves grad mode alone.
+class NoRecordScope {
+ public:
+  explicit NoRecordScope(bool active) : active_(active), prev_(is_grad_enabled()) {
+    if (active_) set_grad_enabled(false);
+  }
+  ~NoRecordScope() {
+    if (active_) set_grad_enabled(prev_);
+  }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+
+ private:
+  bool active_, prev_;
+};
+
+}  // namespace tessera
