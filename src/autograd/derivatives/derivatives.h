@@ -23,6 +23,9 @@ void register_view_derivatives();
 
 // family shape_ops
 
+// family conv
+void register_conv_derivatives();
+
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }
 

@@ -15,6 +15,9 @@ void register_derivatives() {
 
   // family shape_ops
 
+  // family conv
+  register_conv_derivatives();
+
 }
 
 }  // namespace tessera::autograd

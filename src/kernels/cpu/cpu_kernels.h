@@ -24,6 +24,11 @@ void register_shape_ops();
 
 // family random: declare register_random() on the next line
 void register_random();
+
+// family conv: declare register_conv() (and register_pool()) on the next line
+void register_conv();
+void register_pool();
+
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu

@@ -19,6 +19,9 @@ void register_cpu_kernels() {
   register_shape_ops();
   // family random: call register_random() on the next line
   register_random();
+  // family conv: call register_conv() (and register_pool()) on the next line
+  register_conv();
+  register_pool();
 }
 
 }  // namespace tessera::cpu
