@@ -112,6 +112,9 @@ bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, Gra
   }
   const size_t n_in = inputs.size();
   GradcheckFn first_grads = [&fn, n_in](const std::vector<Tensor>& all) {
+    // gradcheck evaluates this under no_grad for its finite differences; the first derivatives must
+    // still be computed (without grad mode every output would look constant and nothing be compared).
+    EnableGradGuard enable_grad;
     std::vector<Tensor> xs(all.begin(), all.begin() + n_in);
     std::vector<Tensor> gos(all.begin() + n_in, all.end());
     std::vector<Tensor> outs;
