@@ -251,6 +251,30 @@ TEST(GradTorch, PoolingMatchesPyTorch) {
   expect_values(grads_of(ts::adaptive_avg_pool2d(x, {3, 2}), {x})[0], kAdaptiveAvgPool2d_gx, "adaptive_avg_pool2d");
 }
 
+TEST(GradConv, EmptyBatchGivesZeroWeightGradient) {
+  ts::Tensor x = ts::zeros({0, 2, 5, 5}, ts::kFloat64), w = leaf({3, 2, 3, 3}, 30);
+  ts::Tensor y = ts::conv2d(x, w, std::nullopt, 1, 1);
+  auto g = ts::autograd::grad({y}, {w}, {ts::zeros(y.sizes(), ts::kFloat64)});
+  EXPECT_EQ(g[0].sizes(), w.sizes());
+  EXPECT_EQ(g[0].tolist<double>(), std::vector<double>(w.numel(), 0.0));
+}
+
+TEST(GradConv, HalfPrecisionBackwardRuns) {
+  // float16 / bfloat16 gradients compute in float32 and round once; compare with float64 on the same
+  // rounded inputs.
+  for (ts::DType dt : {ts::kFloat16, ts::kBFloat16}) {
+    ts::Tensor x = test_data({2, 3, 6, 5}, ts::kFloat64, 31).to(dt), w = test_data({4, 3, 3, 3}, ts::kFloat64, 32).to(dt);
+    ts::Tensor gy = test_data({2, 4, 3, 3}, ts::kFloat64, 33).to(dt);
+    ts::Tensor xl = x.clone().requires_grad_(), wl = w.clone().requires_grad_();
+    auto g = ts::autograd::grad({ts::conv2d(xl, wl, std::nullopt, 2, 1)}, {xl, wl}, {gy});
+    ts::Tensor xd = x.to(ts::kFloat64).requires_grad_(), wd = w.to(ts::kFloat64).requires_grad_();
+    auto gd = ts::autograd::grad({ts::conv2d(xd, wd, std::nullopt, 2, 1)}, {xd, wd}, {gy.to(ts::kFloat64)});
+    EXPECT_EQ(g[0].dtype(), dt);
+    EXPECT_TRUE(all_close(g[0], gd[0])) << ts::dtype_name(dt);
+    EXPECT_TRUE(all_close(g[1], gd[1])) << ts::dtype_name(dt);
+  }
+}
+
 TEST(GradConv, NodeNamesAndNoGrad) {
   ts::Tensor x = ref_leaf({1, 2, 4, 4}, 0.1), w = ref_leaf({2, 2, 3, 3}, 0.2);
   EXPECT_EQ(ts::conv2d(x, w).grad_fn()->name(), "Conv2dBackward0");

@@ -47,7 +47,7 @@ void expect_conv2d(const Conv2dCase& k, ts::DType dt, const Layout& layout) {
   ts::Tensor b = k.bias ? cast(test_data({k.co}, ts::kFloat64, 3), dt) : ts::Tensor();
   ts::Tensor expected = conv_ref::conv2d(x, w, b, k.p);
   std::optional<ts::Tensor> bias;
-  if (k.bias) bias = b;
+  if (k.bias) bias = layout.apply(b);
   ts::Tensor out = ts::conv2d(layout.apply(x), layout.apply(w), bias, {k.p.sh, k.p.sw}, {k.p.ph, k.p.pw},
                               {k.p.dh, k.p.dw}, k.p.groups);
   EXPECT_EQ(out.dtype(), dt);

@@ -229,6 +229,8 @@ TEST(PoolErrors, ShapesValuesDTypesDevices) {
   auto [out, idx] = ts::max_pool2d_with_indices(x, 2);
   EXPECT_THROW(ts::max_pool2d_backward(ts::ones({2, 3, 2, 2}), idx, x.sizes()), ts::ShapeError);
   EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::empty(out.sizes(), {ts::kInt64, "meta"}), x.sizes()), ts::DeviceError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, -1), x.sizes()), ts::IndexError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, 36), x.sizes()), ts::IndexError);
   EXPECT_THROW(ts::avg_pool2d_backward(ts::ones({2, 3, 2, 2}), x.sizes(), 2, 2, 0, false, true), ts::ShapeError);
   EXPECT_THROW(ts::adaptive_avg_pool2d_backward(ts::ones({2, 3, 2, 2}), {2, 4, 6, 6}), ts::ShapeError);
 }
