@@ -20,6 +20,9 @@ void register_derivatives() {
   // family shape_ops
   register_shape_ops_derivatives();
 
+  // family conv
+  register_conv_derivatives();
+
 }
 
 }  // namespace tessera::autograd

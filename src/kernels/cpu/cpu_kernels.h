@@ -27,6 +27,11 @@ void register_random();
 
 // family optim: declare register_optim() on the next line
 void register_optim();
+
+// family conv: declare register_conv() (and register_pool()) on the next line
+void register_conv();
+void register_pool();
+
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu

@@ -21,6 +21,10 @@ void register_cpu_kernels() {
   register_random();
   // family optim: call register_optim() on the next line
   register_optim();
+
+  // family conv: call register_conv() (and register_pool()) on the next line
+  register_conv();
+  register_pool();
 }
 
 }  // namespace tessera::cpu

@@ -1,0 +1,317 @@
+// CPU pooling kernels behind ops/conv_kernel.h: max, average and adaptive average pooling over the
+// (H, W) planes of NCHW tensors, forward and backward. Inputs are made contiguous at the entry, so a
+// plane is a dense H x W block; planes are independent and run in parallel over OpenMP (backward
+// scatters stay within their plane, so no two threads write one element).
+//
+// Window bounds and divisors follow PyTorch's CPU kernels exactly (MaxPoolKernel.cpp,
+// AvgPoolKernel.cpp, AdaptiveAvgPoolKernel.cpp): a max window's index starts at its first in-bounds tap
+// (so an all -inf window reports that tap), NaN wins over any number, and an average window clipped by
+// the padding divides by the clipped-to-padding size (count_include_pad) or the in-bounds size.
+// float16 / bfloat16 accumulate in float32 (acc_t).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "ops/conv_kernel.h"
+#include "tensor/dispatch_dtype.h"
+
+namespace tessera::cpu {
+namespace {
+
+// Parallel over planes only when there is enough work to pay for waking the team.
+constexpr int64_t kParallelWork = 16384;
+
+template <class F>
+void for_planes(int64_t planes, int64_t work_per_plane, F&& body) {
+  const bool par = planes > 1 && planes * work_per_plane >= kParallelWork;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t p = 0; p < planes; ++p) body(p);
+}
+
+// Output columns ow whose tap ow * stride + off lies in [0, W) (as im2col's).
+struct ColRange {
+  int64_t lo, hi;
+};
+ColRange valid_cols(int64_t off, int64_t W, int64_t stride, int64_t OW) {
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t lo = off >= 0 ? 0 : ceil_div(-off, stride);
+  int64_t hi = W - off <= 0 ? 0 : ceil_div(W - off, stride);
+  hi = std::min(hi, OW);
+  return {std::min(lo, hi), hi};
+}
+
+// One tap (kh, kw) of a row of windows: each output column keeps its running max and argmax. The
+// columns are independent, so the loop has no carried dependency and compiles to selects (a branch
+// per tap would mispredict on every other element of random data). Stride is a template argument
+// where it is 1 or 2 so that the loads are contiguous or a fixed shuffle.
+template <int64_t kStride, class T, class A>
+void max_tap(const T* src, int64_t stride, int64_t lo, int64_t hi, int64_t base, A* m, int64_t* best) {
+  const int64_t s = kStride > 0 ? kStride : stride;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const A v = static_cast<A>(src[ow * s]);
+    const bool take = (v > m[ow]) | (v != v);
+    m[ow] = take ? v : m[ow];
+    best[ow] = take ? base + ow * s : best[ow];
+  }
+}
+
+template <class T>
+void max_pool(T* out, int64_t* idx, const T* x, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
+  const int64_t dh = g.dil_h, dw = g.dil_w, sw = g.stride_w;
+  const bool par = g.planes > 1 && g.planes * OH * OW * g.kernel_h * g.kernel_w >= kParallelWork;
+#pragma omp parallel if (par)
+  {
+    std::vector<A> m(OW);
+    std::vector<int64_t> best(OW);
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < g.planes; ++p) {
+      const T* xp = x + p * H * W;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h_start = oh * g.stride_h - g.pad_h;
+        int64_t h_first = h_start;
+        while (h_first < 0) h_first += dh;
+        // Before any tap: -inf at the window's first in-bounds position, as PyTorch's kernel.
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          int64_t w_first = ow * sw - g.pad_w;
+          while (w_first < 0) w_first += dw;
+          m[ow] = -std::numeric_limits<A>::infinity();
+          best[ow] = h_first * W + w_first;
+        }
+        for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+          const int64_t ih = h_start + kh * dh;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+            const int64_t off = kw * dw - g.pad_w;
+            const ColRange r = valid_cols(off, W, sw, OW);
+            const T* src = xp + ih * W + off;
+            const int64_t base = ih * W + off;
+            if (sw == 1) {
+              max_tap<1>(src, sw, r.lo, r.hi, base, m.data(), best.data());
+            } else if (sw == 2) {
+              max_tap<2>(src, sw, r.lo, r.hi, base, m.data(), best.data());
+            } else {
+              max_tap<0>(src, sw, r.lo, r.hi, base, m.data(), best.data());
+            }
+          }
+        }
+        T* op = out + (p * OH + oh) * OW;
+        int64_t* ip = idx + (p * OH + oh) * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          op[ow] = convert<T>(m[ow]);
+          ip[ow] = best[ow];
+        }
+      }
+    }
+  }
+}
+
+// Returns an out-of-plane index met, if any; that plane is left unwritten and the caller raises.
+// Indices outside the plane can only come from a caller's own index tensor.
+template <class T>
+std::optional<int64_t> max_pool_backward(T* dx, const T* grad, const int64_t* idx, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w;
+  std::optional<int64_t> bad;
+  for_planes(g.planes, HW + L, [&](int64_t p) {
+    T* d = dx + p * HW;
+    const T* gp = grad + p * L;
+    const int64_t* ip = idx + p * L;
+    bool ok = true;
+    for (int64_t i = 0; i < L; ++i) ok &= static_cast<uint64_t>(ip[i]) < static_cast<uint64_t>(HW);
+    if (!ok) {
+      for (int64_t i = 0; i < L; ++i)
+        if (static_cast<uint64_t>(ip[i]) >= static_cast<uint64_t>(HW)) {
+#pragma omp critical(max_pool_backward_bad_index)
+          bad = ip[i];
+          break;
+        }
+      return;
+    }
+    if constexpr (std::is_same_v<T, A>) {
+      std::fill(d, d + HW, T(0));
+      for (int64_t i = 0; i < L; ++i) d[ip[i]] += gp[i];
+    } else {
+      // Sums of several window gradients meeting at one input round once, as PyTorch's float accumulation.
+      std::vector<A> acc(HW, A(0));
+      for (int64_t i = 0; i < L; ++i) acc[ip[i]] += static_cast<A>(gp[i]);
+      for (int64_t i = 0; i < HW; ++i) d[i] = convert<T>(acc[i]);
+    }
+  });
+  return bad;
+}
+
+// One average window: its clipped bounds and divisor (PyTorch's AvgPoolKernel).
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, divisor;
+  bool empty() const { return h0 >= h1 || w0 >= w1; }
+};
+AvgWindow avg_window(const PoolGeometry& g, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * g.stride_h - g.pad_h, w0 = ow * g.stride_w - g.pad_w;
+  int64_t h1 = std::min(h0 + g.kernel_h, g.in_h + g.pad_h), w1 = std::min(w0 + g.kernel_w, g.in_w + g.pad_w);
+  const int64_t pool_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.in_h);
+  w1 = std::min(w1, g.in_w);
+  return {h0, h1, w0, w1, g.count_include_pad ? pool_size : (h1 - h0) * (w1 - w0)};
+}
+
+template <class T>
+void avg_pool(T* out, const T* x, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
+  for_planes(g.planes, OH * OW * g.kernel_h * g.kernel_w, [&](int64_t p) {
+    const T* xp = x + p * H * W;
+    T* op = out + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const AvgWindow win = avg_window(g, oh, ow);
+        if (win.empty()) {
+          op[oh * OW + ow] = T(A(0));
+          continue;
+        }
+        A s = 0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) s += static_cast<A>(xp[ih * W + iw]);
+        op[oh * OW + ow] = convert<T>(s / static_cast<A>(win.divisor));
+      }
+  });
+}
+
+template <class T>
+void avg_pool_backward(T* dx, const T* grad, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
+  for_planes(g.planes, OH * OW * g.kernel_h * g.kernel_w, [&](int64_t p) {
+    std::vector<A> acc(H * W, A(0));
+    const T* gp = grad + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const AvgWindow win = avg_window(g, oh, ow);
+        if (win.empty()) continue;
+        const A v = static_cast<A>(gp[oh * OW + ow]) / static_cast<A>(win.divisor);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) acc[ih * W + iw] += v;
+      }
+    T* d = dx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) d[i] = convert<T>(acc[i]);
+  });
+}
+
+// Adaptive window [start, end) of output o out of O over an input of I.
+int64_t adaptive_start(int64_t o, int64_t O, int64_t I) { return (o * I) / O; }
+int64_t adaptive_end(int64_t o, int64_t O, int64_t I) { return ((o + 1) * I + O - 1) / O; }
+
+template <class T>
+void adaptive_avg_pool(T* out, const T* x, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
+  for_planes(g.planes, H * W + OH * OW, [&](int64_t p) {
+    const T* xp = x + p * H * W;
+    T* op = out + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
+        A s = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) s += static_cast<A>(xp[ih * W + iw]);
+        op[oh * OW + ow] = convert<T>(s / static_cast<A>((h1 - h0) * (w1 - w0)));
+      }
+    }
+  });
+}
+
+template <class T>
+void adaptive_avg_pool_backward(T* dx, const T* grad, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
+  for_planes(g.planes, H * W + OH * OW, [&](int64_t p) {
+    std::vector<A> acc(H * W, A(0));
+    const T* gp = grad + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = adaptive_start(oh, OH, H), h1 = adaptive_end(oh, OH, H);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = adaptive_start(ow, OW, W), w1 = adaptive_end(ow, OW, W);
+        const A v = static_cast<A>(gp[oh * OW + ow]) / static_cast<A>((h1 - h0) * (w1 - w0));
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) acc[ih * W + iw] += v;
+      }
+    }
+    T* d = dx + p * H * W;
+    for (int64_t i = 0; i < H * W; ++i) d[i] = convert<T>(acc[i]);
+  });
+}
+
+// ---- tensor-level entries: contiguous operands, one dtype dispatch per call ----------------------
+
+void max_pool2d_cpu(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor xc = x.contiguous();
+  dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>(TypeTag<T>) {
+    max_pool<T>(out.data_ptr<T>(), indices.data_ptr<int64_t>(), xc.data_ptr<T>(), g);
+  });
+}
+
+void max_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor gc = grad.contiguous(), ic = indices.contiguous();
+  const std::optional<int64_t> bad = dispatch_floating(out.dtype(), "max_pool2d_backward", [&]<class T>(TypeTag<T>) {
+    return max_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), ic.data_ptr<int64_t>(), g);
+  });
+  TS_CHECK(!bad, IndexError, "max_pool2d_backward: index ", bad.value_or(0), " is out of bounds for a plane of ",
+           g.in_h * g.in_w, " elements");
+}
+
+void avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor xc = x.contiguous();
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>(TypeTag<T>) {
+    avg_pool<T>(out.data_ptr<T>(), xc.data_ptr<T>(), g);
+  });
+}
+
+void avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor gc = grad.contiguous();
+  dispatch_floating(out.dtype(), "avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
+    avg_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), g);
+  });
+}
+
+void adaptive_avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor xc = x.contiguous();
+  dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T>(TypeTag<T>) {
+    adaptive_avg_pool<T>(out.data_ptr<T>(), xc.data_ptr<T>(), g);
+  });
+}
+
+void adaptive_avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
+  if (out.numel() == 0) return;
+  Tensor gc = grad.contiguous();
+  dispatch_floating(out.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
+    adaptive_avg_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), g);
+  });
+}
+
+}  // namespace
+
+void register_pool() {
+  max_pool2d_kernel.set(DeviceType::CPU, max_pool2d_cpu);
+  max_pool2d_backward_kernel.set(DeviceType::CPU, max_pool2d_backward_cpu);
+  avg_pool2d_kernel.set(DeviceType::CPU, avg_pool2d_cpu);
+  avg_pool2d_backward_kernel.set(DeviceType::CPU, avg_pool2d_backward_cpu);
+  adaptive_avg_pool2d_kernel.set(DeviceType::CPU, adaptive_avg_pool2d_cpu);
+  adaptive_avg_pool2d_backward_kernel.set(DeviceType::CPU, adaptive_avg_pool2d_backward_cpu);
+}
+
+}  // namespace tessera::cpu
