@@ -10,11 +10,11 @@
 //   weight grad : dW[g] (Cog, K) += grad[n, g] (Cog, L) @ col^T
 // A 1x1 kernel with stride 1 and no padding uses x (or dx) itself as col.
 //
-// Threads: the batch is split into contiguous chunks, one per OpenMP thread, each with its own col
-// buffer (thread-local, reused across calls) and OpenBLAS held to one thread meanwhile (otherwise two
-// threads would each start a threaded GEMM on the same two cores). The weight gradient accumulates one
-// partial per chunk and sums them in chunk order, so results do not depend on scheduling. A batch of
-// one runs with OpenBLAS's own threads instead.
+// Threads: the batch is split into contiguous chunks of samples that OpenMP threads take dynamically,
+// each thread with its own col buffer (thread-local, reused across calls) and OpenBLAS held to one
+// thread meanwhile (otherwise every thread would start a threaded GEMM on the same cores). The weight
+// gradient accumulates one partial per chunk and sums them in chunk order, so results do not depend
+// on scheduling. A batch of one runs with OpenBLAS's own threads instead.
 #include <cblas.h>
 #include <omp.h>
 
@@ -157,20 +157,29 @@ void col2im(const T* col, int64_t channels, const ConvGeometry& g, T* dx) {
       }
 }
 
-// Runs body(lo, hi) over contiguous chunks of [0, n): one chunk per thread when n allows, with
-// OpenBLAS on one thread; a single chunk otherwise. Returns the number of chunks.
-template <class F>
-int64_t for_batch_chunks(int64_t n, F&& body) {
+// How [0, n) is cut into contiguous chunks of samples: one chunk when only one thread runs (OpenBLAS
+// then keeps its own threads), else up to kChunksPerThread per thread, handed out dynamically so that
+// a thread the OS preempts (a busy machine) does not leave the others waiting at the barrier with
+// half the batch. The cut depends only on n and the thread count, never on the scheduling.
+constexpr int64_t kChunksPerThread = 4;
+
+int64_t batch_chunks(int64_t n) {
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t chunks = std::max<int64_t>(1, std::min(threads, n));
+  if (threads <= 1 || n <= 1) return 1;
+  return std::min(n, threads * kChunksPerThread);
+}
+
+// Runs body(chunk, lo, hi) over the chunks of batch_chunks(n), OpenBLAS on one thread meanwhile.
+template <class F>
+void for_batch_chunks(int64_t n, F&& body) {
+  const int64_t chunks = batch_chunks(n);
   if (chunks == 1) {
     body(int64_t(0), int64_t(0), n);
-    return 1;
+    return;
   }
   BlasSingleThread single;
-#pragma omp parallel for num_threads(int(chunks)) schedule(static, 1)
-  for (int64_t t = 0; t < chunks; ++t) body(t, n * t / chunks, n * (t + 1) / chunks);
-  return chunks;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; ++c) body(c, n * c / chunks, n * (c + 1) / chunks);
 }
 
 template <class T>
@@ -239,10 +248,10 @@ void weight_backward(T* dw, const T* grad, const T* x, const ConvGeometry& g) {
   const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w, K = Cg * g.kernel_h * g.kernel_w;
   const int64_t wsize = g.out_channels * K;
   const bool direct = is_direct(g);
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t max_chunks = std::max<int64_t>(1, std::min(threads, g.batch));
-  std::vector<T> partials(size_t((max_chunks - 1) * wsize));
-  const int64_t chunks = for_batch_chunks(g.batch, [&](int64_t t, int64_t lo, int64_t hi) {
+  // One partial sum per chunk (chunk 0 accumulates in place), added in chunk order afterwards.
+  const int64_t chunks = batch_chunks(g.batch);
+  std::vector<T> partials(size_t((chunks - 1) * wsize));
+  for_batch_chunks(g.batch, [&](int64_t t, int64_t lo, int64_t hi) {
     T* acc = t == 0 ? dw : partials.data() + (t - 1) * wsize;
     std::fill(acc, acc + wsize, T(0));
     if (K == 0) return;

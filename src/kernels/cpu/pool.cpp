@@ -1,6 +1,6 @@
 // CPU pooling kernels behind ops/conv_kernel.h: max, average and adaptive average pooling over the
 // (H, W) planes of NCHW tensors, forward and backward. Inputs are made contiguous at the entry, so a
-// plane is a dense H x W block; planes are independent and run in parallel over OpenMP (backward
+// plane is a dense H x W block; planes are independent and run in parallel over OpenMP, handed out dynamically (backward
 // scatters stay within their plane, so no two threads write one element).
 //
 // Window bounds and divisors follow PyTorch's CPU kernels exactly (MaxPoolKernel.cpp,
@@ -27,10 +27,17 @@ namespace {
 // Parallel over planes only when there is enough work to pay for waking the team.
 constexpr int64_t kParallelWork = 16384;
 
+// Planes are handed out dynamically in blocks (about 8 per thread), so that a thread the OS preempts
+// does not hold the others at the barrier.
+int64_t plane_block(int64_t planes) {
+  return std::max<int64_t>(1, planes / (8 * std::max(1, omp_get_max_threads())));
+}
+
 template <class F>
 void for_planes(int64_t planes, int64_t work_per_plane, F&& body) {
   const bool par = planes > 1 && planes * work_per_plane >= kParallelWork;
-#pragma omp parallel for schedule(static) if (par)
+  const int64_t block = plane_block(planes);
+#pragma omp parallel for schedule(dynamic, block) if (par)
   for (int64_t p = 0; p < planes; ++p) body(p);
 }
 
@@ -67,11 +74,12 @@ void max_pool(T* out, int64_t* idx, const T* x, const PoolGeometry& g) {
   const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
   const int64_t dh = g.dil_h, dw = g.dil_w, sw = g.stride_w;
   const bool par = g.planes > 1 && g.planes * OH * OW * g.kernel_h * g.kernel_w >= kParallelWork;
+  const int64_t block = plane_block(g.planes);
 #pragma omp parallel if (par)
   {
     std::vector<A> m(OW);
     std::vector<int64_t> best(OW);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, block)
     for (int64_t p = 0; p < g.planes; ++p) {
       const T* xp = x + p * H * W;
       for (int64_t oh = 0; oh < OH; ++oh) {
