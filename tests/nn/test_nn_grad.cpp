@@ -60,7 +60,10 @@ TEST(NNGrad, LinearAndBilinear) {
 TEST(NNGrad, EmbeddingPaddingRowGetsNoGradient) {
   auto emb = in_float64(nn::Embedding(6, 3, 1));
   ts::Tensor idx = ts::tensor(std::vector<int64_t>{0, 1, 5, 1, 2}, {5});
-  EXPECT_TRUE(grad_ok([&](const Inputs&) { return emb(idx); }, {emb.weight}));
+  // The padding row's gradient is zero by definition (PyTorch's too), so finite differences disagree
+  // there; gradcheck the lookup without the padding index instead.
+  ts::Tensor plain = ts::tensor(std::vector<int64_t>{0, 3, 5, 3, 2}, {5});
+  EXPECT_TRUE(grad_ok([&](const Inputs&) { return emb(plain); }, {emb.weight}));
   emb(idx).sum().backward();
   EXPECT_EQ(emb.weight.grad().select(0, 1).abs().sum().item<double>(), 0.0);
   EXPECT_EQ(emb.weight.grad().select(0, 5).sum().item<double>(), 3.0);

@@ -41,6 +41,17 @@ V strided_view_back(const BackwardContext& c, const V& g) {
   return {as_strided_scatter(base, g[0], geo.sizes, geo.strides, geo.offset)};
 }
 
+// as_strided may overlap itself (sliding windows): every view element adds its gradient to the base
+// element it reads, so the gradient is an accumulating index_put at the elements' flat positions.
+V as_strided_back(const BackwardContext& c, const V& g) {
+  Geometry geo = geometry(c.attrs);
+  const SlotMeta& in = c.input_meta[0];
+  const int64_t n = numel_of(in.sizes);
+  Tensor positions = arange(n, TensorOptions(kInt64, in.device)).as_strided(geo.sizes, geo.strides, geo.offset);
+  Tensor base = zeros({n}, TensorOptions(g[0].dtype(), in.device));
+  return {index_put(base, {positions.reshape({-1})}, g[0].reshape({-1}), true).view(in.sizes)};
+}
+
 V as_strided_scatter_back(const BackwardContext& c, const V& g) {
   Geometry geo = geometry(c.attrs);
   V out(2);
@@ -64,7 +75,8 @@ void register_view_derivatives() {
   register_derivative("permute", {permute_back});
   register_derivative("transpose", {transpose_back});
   register_derivative("expand", {expand_back});
-  for (const char* op : {"slice", "select", "diagonal", "as_strided"}) register_derivative(op, {strided_view_back});
+  for (const char* op : {"slice", "select", "diagonal"}) register_derivative(op, {strided_view_back});
+  register_derivative("as_strided", {as_strided_back});
   register_derivative("as_strided_scatter", {as_strided_scatter_back});
   register_derivative("copy_", {copy_back});
   register_derivative("fill_", {fill_back});
