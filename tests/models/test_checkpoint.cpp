@@ -1,0 +1,111 @@
+// Checkpoints: resuming gives bitwise the same training as running straight through; PyTorch loads
+// the model file and computes the same outputs; saving is atomic and bad checkpoints raise IOError.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_util.h"
+
+namespace ts = tessera;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("tessera_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+// One deterministic batch per step, independent of any generator state the training consumes.
+std::pair<ts::Tensor, ts::Tensor> batch(int step) {
+  ts::Generator g(1000 + step);
+  return {ts::randn({16, 1, 28, 28}, {}, &g), ts::randint(0, 10, {16}, {}, &g)};
+}
+
+std::vector<double> train_steps(ts::nn::Module& m, ts::optim::Optimizer& opt, ts::optim::LRScheduler& sched,
+                                int first, int last) {
+  std::vector<double> losses;
+  for (int s = first; s < last; ++s) {
+    auto [x, y] = batch(s);
+    opt.zero_grad();
+    ts::Tensor loss = ts::nn::functional::cross_entropy(m(x), y);
+    loss.backward();
+    opt.step();
+    sched.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST(Checkpoint, ResumeIsBitwiseIdentical) {
+  fs::path dir = scratch("resume");
+  ts::manual_seed(7);
+  ts::models::CNN straight(1, 10, 28);
+  ts::optim::AdamW opt(straight.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
+  ts::optim::CosineAnnealingLR sched(opt, 10);
+  train_steps(straight, opt, sched, 0, 5);
+  ts::save_checkpoint(dir.string(), straight, &opt, &sched, 5);
+  std::vector<double> expected = train_steps(straight, opt, sched, 5, 10);
+
+  ts::manual_seed(123);  // a different initialization, overwritten by the checkpoint
+  ts::models::CNN resumed(1, 10, 28);
+  ts::optim::AdamW opt2(resumed.parameters(), {.lr = 1e-3, .weight_decay = 0.01});
+  ts::optim::CosineAnnealingLR sched2(opt2, 10);
+  EXPECT_EQ(ts::load_checkpoint(dir.string(), resumed, &opt2, &sched2), 5);
+  std::vector<double> got = train_steps(resumed, opt2, sched2, 5, 10);
+  EXPECT_EQ(got, expected);  // bitwise
+  EXPECT_EQ(sched2.get_last_lr(), sched.get_last_lr());
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, SaveReplacesAtomicallyAndLeavesNoTemporaries) {
+  fs::path dir = scratch("atomic");
+  ts::models::MLP m(4, {8}, 2);
+  ts::save_checkpoint(dir.string(), m, nullptr, nullptr, 1);
+  ts::save_checkpoint(dir.string(), m, nullptr, nullptr, 2);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir.parent_path()))
+    if (e.path().filename().string().rfind(dir.filename().string(), 0) == 0) ++entries;
+  EXPECT_EQ(entries, 1);  // no .tmp or .old left
+  ts::models::MLP m2(4, {8}, 2);
+  EXPECT_EQ(ts::load_checkpoint(dir.string(), m2), 2);
+  EXPECT_TRUE(ts::equal(m2.layers.parameters()[0], m.layers.parameters()[0]));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, BadCheckpointsRaiseIOError) {
+  ts::models::MLP m(4, {8}, 2);
+  EXPECT_THROW(ts::load_checkpoint("/nonexistent/checkpoint", m), ts::IOError);
+  fs::path dir = scratch("bad");
+  ts::save_checkpoint(dir.string(), m);
+  { std::ofstream(dir / "checkpoint.json") << "{not json"; }
+  EXPECT_THROW(ts::load_checkpoint(dir.string(), m), ts::IOError);
+  ts::save_checkpoint(dir.string(), m);
+  { std::ofstream(dir / "model.safetensors", std::ios::binary) << "truncated"; }
+  EXPECT_THROW(ts::load_checkpoint(dir.string(), m), ts::IOError);
+  ts::save_checkpoint(dir.string(), m);
+  ts::models::MLP other(4, {9}, 2);
+  EXPECT_THROW(ts::load_checkpoint(dir.string(), other), ts::ShapeError);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, PyTorchLoadsTheModelAndAgrees) {
+  const char* src = std::getenv("TESSERA_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "TESSERA_SOURCE_DIR is set by ctest";
+  if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+    if (std::getenv("CI") && std::string(std::getenv("CI")) == "true") FAIL() << "PyTorch (python3-torch) is missing";
+    GTEST_SKIP() << "PyTorch (python3-torch) is missing";
+  }
+  fs::path dir = scratch("torch");
+  ts::manual_seed(3);
+  ts::models::CNN m(1, 10, 28);
+  ts::save_checkpoint(dir.string(), m);
+  ts::Tensor x = ts::randn({2, 1, 28, 28});
+  ts::save_safetensors({{"x", x}, {"y", m(x).detach()}}, (dir / "io.safetensors").string());
+  std::string cmd = std::string("/usr/bin/python3 ") + src + "/tests/models/torch_load_checkpoint.py " + dir.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  fs::remove_all(dir);
+}
