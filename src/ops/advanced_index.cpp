@@ -19,6 +19,7 @@
 
 #include "ops/advanced_index.h"
 #include "ops/autograd_hook.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -32,15 +33,6 @@ KernelSlot<IndexPutKernelFn> index_put_kernel("index_put");
 namespace {
 
 bool is_mask_dtype(DType d) { return d == kBool || d == kUInt8; }
-
-// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
-struct NoRecordScope {
-  bool prev = is_grad_enabled();
-  NoRecordScope() { set_grad_enabled(false); }
-  ~NoRecordScope() { set_grad_enabled(prev); }
-  NoRecordScope(const NoRecordScope&) = delete;
-  NoRecordScope& operator=(const NoRecordScope&) = delete;
-};
 
 // The index list as attrs.tensors: undefined entries stand for nullopt.
 OpAttrs index_attrs(const std::vector<std::optional<Tensor>>& indices) {

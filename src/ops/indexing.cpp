@@ -21,6 +21,7 @@
 
 #include "ops/advanced_index.h"
 #include "ops/autograd_hook.h"
+#include "ops/no_record.h"
 #include "ops/index_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -39,23 +40,6 @@ KernelSlot<IndexMinMaxKernelFn> index_min_max_kernel("one_hot");
 KernelSlot<OneHotKernelFn> one_hot_kernel("one_hot");
 
 namespace {
-
-// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
-struct NoRecordScope {
-  bool prev = is_grad_enabled();
-  NoRecordScope() { set_grad_enabled(false); }
-  ~NoRecordScope() { set_grad_enabled(prev); }
-  NoRecordScope(const NoRecordScope&) = delete;
-  NoRecordScope& operator=(const NoRecordScope&) = delete;
-};
-
-// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
-OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
-  OpAttrs a;
-  a.ints = std::move(ints);
-  a.tensors = std::move(tensors);
-  return a;
-}
 
 void check_index_dtype(const char* op, const Tensor& index, bool int32_ok) {
   const DType d = index.dtype();

@@ -11,6 +11,7 @@ namespace tessera {
 // `active` is the op's should_record(): a call that records nothing leaves grad mode alone.
 class NoRecordScope {
  public:
+  NoRecordScope() : NoRecordScope(true) {}
   explicit NoRecordScope(bool active) : active_(active), prev_(is_grad_enabled()) {
     if (active_) set_grad_enabled(false);
   }
@@ -23,5 +24,13 @@ class NoRecordScope {
  private:
   bool active_, prev_;
 };
+
+// The attrs of a recorded call, spelled out rather than designated (no member left uninitialised).
+inline OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
+  OpAttrs a;
+  a.ints = std::move(ints);
+  a.tensors = std::move(tensors);
+  return a;
+}
 
 }  // namespace tessera

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ops/autograd_hook.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/shape_ops_kernel.h"
@@ -31,23 +32,6 @@ namespace {
 // PyTorch still skips 1-D tensors of size 0 in cat ("legacy empty" tensors from before zero-size
 // dims existed): they take part in type promotion only.
 bool is_legacy_empty(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
-
-// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
-struct NoRecordScope {
-  bool prev = is_grad_enabled();
-  NoRecordScope() { set_grad_enabled(false); }
-  ~NoRecordScope() { set_grad_enabled(prev); }
-  NoRecordScope(const NoRecordScope&) = delete;
-  NoRecordScope& operator=(const NoRecordScope&) = delete;
-};
-
-// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
-OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
-  OpAttrs a;
-  a.ints = std::move(ints);
-  a.tensors = std::move(tensors);
-  return a;
-}
 
 // An index map as an int64 tensor on `device` (a shape-only one on the meta device, which has no data).
 Tensor map_tensor(const std::vector<int64_t>& m, Device device) {

@@ -12,6 +12,7 @@
 // gradient and travel in attrs.tensors, the wrapped dim in attrs.ints); argsort and unique are not
 // differentiable and record nothing.
 #include "ops/autograd_hook.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/shape_ops_kernel.h"
@@ -27,23 +28,6 @@ KernelSlot<UniqueKernelFn> unique_kernel("unique");
 namespace {
 
 Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
-
-// Turns recording off for the scope of an op's implementation (restored on exit, also on throw).
-struct NoRecordScope {
-  bool prev = is_grad_enabled();
-  NoRecordScope() { set_grad_enabled(false); }
-  ~NoRecordScope() { set_grad_enabled(prev); }
-  NoRecordScope(const NoRecordScope&) = delete;
-  NoRecordScope& operator=(const NoRecordScope&) = delete;
-};
-
-// The attrs of a recorded call (spelled out rather than designated, so no member goes uninitialised).
-OpAttrs make_attrs(std::vector<int64_t> ints, std::vector<Tensor> tensors = {}) {
-  OpAttrs a;
-  a.ints = std::move(ints);
-  a.tensors = std::move(tensors);
-  return a;
-}
 
 // Records a values-and-indices op: the derivative scatters the values' gradient to the indices.
 void record_selection(const char* op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t d) {

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "ops/autograd_hook.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -405,11 +406,7 @@ Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& si
   Tensor out = make_empty(base.sizes(), base.dtype(), base.device());
   {
     // The copies below are this op's implementation, not steps to differentiate.
-    struct NoRecord {
-      bool prev = is_grad_enabled();
-      NoRecord() { set_grad_enabled(false); }
-      ~NoRecord() { set_grad_enabled(prev); }
-    } guard;
+    NoRecordScope guard;
     out.copy_(base);
     Tensor region = out.as_strided(sizes, strides, offset);
     TS_CHECK(region.sizes() == src.sizes(), ShapeError, "as_strided_scatter: src has shape ", src.sizes(),
