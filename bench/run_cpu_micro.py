@@ -21,6 +21,8 @@ TARGETS = {  # work -> (tessera benchmark name, issue target)
     "sum_f32_16M": ("BM_sum_f32_16M", 1.0),
     "softmax_f32_4096x1024": ("BM_softmax_f32_4096x1024", 1.0),
     "matmul_f32_1024": ("BM_matmul_f32_1024", 0.9),
+    "train_step_mlp_b128": ("BM_train_step_mlp_b128", 1.0),
+    "train_step_cnn_b64": ("BM_train_step_cnn_b64", 1.0),
 }
 
 

@@ -26,6 +26,34 @@ def timeit(fn, min_time=0.5, batches=7):
     return statistics.median(means)
 
 
+def mlp():
+    nn = torch.nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                         nn.Linear(512, 10))
+
+
+def cnn():
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def train_step_case(model, batch, g):
+    """One SGD-with-momentum step (zero_grad, forward, cross_entropy, backward, step) on fixed inputs,
+    run with autograd on (the other cases run under no_grad)."""
+    x = torch.randn(batch, 1, 28, 28, generator=g)
+    y = torch.randint(0, 10, (batch,), generator=g)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step():
+        with torch.enable_grad():
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+    return step
+
+
 def cases():
     g = torch.Generator().manual_seed(0)
     n = 16 * 1024 * 1024
@@ -42,6 +70,8 @@ def cases():
         "sum_f32_16M": lambda: a.sum(),
         "softmax_f32_4096x1024": lambda: torch.softmax(s, -1),
         "matmul_f32_1024": lambda: torch.matmul(m1, m2),
+        "train_step_mlp_b128": train_step_case(mlp(), 128, g),
+        "train_step_cnn_b64": train_step_case(cnn(), 64, g),
     }
 
 
@@ -49,10 +79,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--filter", default="", help="run only the cases whose name contains this")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     with torch.no_grad():
-        res = {name: timeit(fn, args.min_time) for name, fn in cases().items()}
+        res = {name: timeit(fn, args.min_time) for name, fn in cases().items() if args.filter in name}
     print(json.dumps(res))
 
 
