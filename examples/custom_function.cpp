@@ -23,7 +23,7 @@ struct Softplus : ts::autograd::Function<Softplus> {
     return (x.abs() * -beta).exp().log1p() / beta + x.clamp(0.0);
   }
   static std::vector<ts::Tensor> backward(FunctionContext& ctx, const std::vector<ts::Tensor>& grad_outputs) {
-    const ts::Tensor& x = ctx.saved_tensors()[0];
+    const ts::Tensor x = ctx.saved_tensors()[0];  // a copy: saved_tensors() returns a temporary vector
     return {grad_outputs[0] * (x * ctx.scalars.at("beta")).sigmoid()};
   }
 };
