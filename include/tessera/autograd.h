@@ -1,8 +1,12 @@
 // Autograd beyond the Tensor methods: grad-mode guards, autograd::grad and backward on several
 // roots, anomaly mode, custom functions, and gradcheck.
 #pragma once
+#include <any>
 #include <functional>
+#include <map>
 #include <memory>
+#include <type_traits>
+#include <typeinfo>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +87,66 @@ bool gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, Gradche
 // The same for the gradient of the gradient (create_graph through the backward formulas).
 bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, GradcheckOptions opts = {},
                    std::string* report = nullptr);
+
+
+// Custom functions, as torch.autograd.Function:
+//   struct MyExp : ts::autograd::Function<MyExp> {
+//     static Tensor forward(FunctionContext& ctx, const Tensor& x) { Tensor y = x.exp(); ctx.save_for_backward({y}); return y; }
+//     static std::vector<Tensor> backward(FunctionContext& ctx, const std::vector<Tensor>& grad_outputs) {
+//       return {grad_outputs[0] * ctx.saved_tensors()[0]}; }
+//   };
+//   Tensor y = MyExp::apply(x);
+// apply() forwards all its arguments to forward(); the Tensor arguments are the function's inputs,
+// others (scalars, options) are passed through and may be kept in ctx.scalars / ctx.values.
+// forward runs under no_grad; backward returns one gradient per Tensor argument, in order
+// (undefined for an input that takes none) and runs with grad mode = create_graph, so it is
+// differentiable again when written with tessera ops. The node is named `Derived::name` when the
+// class declares `static constexpr const char* name`, else "<ClassName>Backward".
+class FunctionContext {
+ public:
+  FunctionContext();
+  // Tensors backward needs; inputs and the output may be saved. Unpacking in backward checks that
+  // none was modified in place since (ValueError otherwise).
+  void save_for_backward(std::vector<Tensor> tensors);
+  std::vector<Tensor> saved_tensors() const;
+  // needs_input_grad()[i]: whether Tensor argument i takes a gradient (valid in forward and backward).
+  const std::vector<bool>& needs_input_grad() const;
+
+  std::map<std::string, double> scalars;      // non-tensor arguments forward keeps for backward
+  std::map<std::string, std::any> values;
+
+  struct Impl;
+  std::shared_ptr<Impl> impl_;  // shared with the graph node
+};
+
+namespace detail {
+using CustomForward = std::function<Tensor(FunctionContext&)>;
+using CustomBackward = std::vector<Tensor> (*)(FunctionContext&, const std::vector<Tensor>&);
+Tensor apply_custom_function(std::string node_name, const std::vector<Tensor>& inputs,
+                             const CustomForward& forward, CustomBackward backward);
+// "ns::(anonymous namespace)::MyExp" -> "MyExpBackward"; "CustomFunctionBackward" if unknown.
+std::string custom_node_name(const char* mangled);
+
+template <class T>
+void collect_tensor(std::vector<Tensor>& out, const T& arg) {
+  if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) out.push_back(arg);
+}
+}  // namespace detail
+
+template <class Derived>
+struct Function {
+  template <class... Args>
+  static Tensor apply(Args&&... args) {
+    std::vector<Tensor> inputs;
+    (detail::collect_tensor(inputs, args), ...);
+    std::string node_name;
+    if constexpr (requires { Derived::name; }) node_name = Derived::name;
+    else node_name = detail::custom_node_name(typeid(Derived).name());
+    return detail::apply_custom_function(
+        std::move(node_name), inputs,
+        [&](FunctionContext& ctx) -> Tensor { return Derived::forward(ctx, args...); }, &Derived::backward);
+  }
+};
 
 }  // namespace autograd
 }  // namespace tessera
