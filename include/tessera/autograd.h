@@ -108,7 +108,8 @@ class FunctionContext {
   // Tensors backward needs; inputs and the output may be saved. Unpacking in backward checks that
   // none was modified in place since (ValueError otherwise).
   void save_for_backward(std::vector<Tensor> tensors);
-  std::vector<Tensor> saved_tensors() const;
+  // The vector is held by the context, so `const Tensor& x = ctx.saved_tensors()[0];` stays valid.
+  const std::vector<Tensor>& saved_tensors() const;
   // needs_input_grad()[i]: whether Tensor argument i takes a gradient (valid in forward and backward).
   const std::vector<bool>& needs_input_grad() const;
 

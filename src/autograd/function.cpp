@@ -16,6 +16,7 @@ namespace tessera::autograd {
 struct FunctionContext::Impl {
   std::vector<Tensor> pending;       // saved during forward, before the node exists
   std::vector<SavedTensor> saved;    // after forward, when a node was recorded
+  std::vector<Tensor> unpacked;      // what saved_tensors() last handed out
   bool recorded = false;
   std::vector<bool> needs_input_grad;
   std::string node_name;
@@ -25,12 +26,13 @@ FunctionContext::FunctionContext() : impl_(std::make_shared<Impl>()) {}
 
 void FunctionContext::save_for_backward(std::vector<Tensor> tensors) { impl_->pending = std::move(tensors); }
 
-std::vector<Tensor> FunctionContext::saved_tensors() const {
+const std::vector<Tensor>& FunctionContext::saved_tensors() const {
   if (!impl_->recorded) return impl_->pending;
   std::vector<Tensor> out;
   out.reserve(impl_->saved.size());
-  for (const SavedTensor& s : impl_->saved) out.push_back(s.unpack(impl_->node_name));
-  return out;
+  for (const SavedTensor& s : impl_->saved) out.push_back(s.unpack(impl_->node_name));  // checks versions
+  impl_->unpacked = std::move(out);
+  return impl_->unpacked;
 }
 
 const std::vector<bool>& FunctionContext::needs_input_grad() const { return impl_->needs_input_grad; }
@@ -48,6 +50,7 @@ class CustomFunctionNode final : public GraphNode {
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     std::vector<Tensor> out = backward_(*ctx_, grads);
+    ctx_->impl_->unpacked.clear();  // the references handed to backward end with it
     TS_CHECK(out.size() <= next_edges.size(), ValueError, "function ", name_,
              " returned an incorrect number of gradients (expected ", next_edges.size(), ", got ", out.size(), ")");
     out.resize(next_edges.size());
