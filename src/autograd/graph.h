@@ -62,7 +62,6 @@ struct AutogradMeta : AutogradMetaBase {
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::weak_ptr<GraphNode> grad_accumulator;
   bool retains_grad = false;
-  bool is_view = false;                     // made by a view op from a tensor that required grad
   std::vector<std::pair<uint64_t, TensorHook>> leaf_hooks;  // hooks on a leaf's incoming gradient
   std::vector<std::pair<uint64_t, PostAccumulateHook>> post_accumulate_hooks;
 };

@@ -13,6 +13,11 @@ void check_inplace(const char* op, const Tensor& self) {
   if (!is_grad_enabled() || !requires_grad(self)) return;
   TS_CHECK(!self.is_leaf(), ValueError, op, ": a leaf Variable that requires grad is being used in an in-place "
            "operation.");
+  // Writing through a view would have to rewrite its base's history as well (PyTorch's CopySlices);
+  // until that exists, refuse rather than let the base's gradient come out wrong.
+  TS_CHECK(!self.impl()->autograd_meta->is_view, NotImplementedError, op,
+           ": in-place modification of a view of a tensor that requires grad is not supported; modify the "
+           "base tensor, or clone() the view first");
 }
 
 void record_inplace(const char* op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {

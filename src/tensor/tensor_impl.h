@@ -15,6 +15,7 @@ namespace tessera {
 struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
   bool requires_grad = false;
+  bool is_view = false;  // made by a recorded view op: shares memory with a tensor in the graph
 };
 
 class TensorImpl {
