@@ -12,6 +12,7 @@
 #include "ops/autograd_hook.h"
 #include "ops/conv_kernel.h"
 #include "ops/conv_ops.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -24,12 +25,6 @@ KernelSlot<Conv2dInputBackwardFn> conv2d_input_backward_kernel("conv_transpose2d
 KernelSlot<Conv2dWeightBackwardFn> conv2d_weight_backward_kernel("conv2d_backward_weight");
 
 namespace {
-
-OpAttrs int_attrs(std::vector<int64_t> ints) {
-  OpAttrs a;
-  a.ints = std::move(ints);
-  return a;
-}
 
 std::string pair_str(int64_t a, int64_t b) { return detail::str_cat("(", a, " x ", b, ")"); }
 
@@ -125,7 +120,7 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias, IntPair s
   conv2d_forward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
     record_op(op, {x, w, bias}, {out},
-              int_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups}));
+              make_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups}));
   return out;
 }
 
@@ -173,7 +168,7 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias,
   conv2d_input_backward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
     record_op(op, {x, w, bias}, {out},
-              int_attrs({stride.h, stride.w, padding.h, padding.w, output_padding.h, output_padding.w,
+              make_attrs({stride.h, stride.w, padding.h, padding.w, output_padding.h, output_padding.w,
                                dilation.h, dilation.w, groups}));
   return out;
 }
@@ -273,7 +268,7 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, IntPair kerne
   conv2d_weight_backward_kernel(out.device(), out, grad.detach(), x.detach(), g);
   if (should_record({&grad, &x}))
     record_op(op, {grad, x}, {out},
-              int_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups,
+              make_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups,
                                kernel_size.h, kernel_size.w}));
   return out;
 }

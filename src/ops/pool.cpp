@@ -10,6 +10,7 @@
 #include "ops/autograd_hook.h"
 #include "ops/conv_kernel.h"
 #include "ops/conv_ops.h"
+#include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -25,18 +26,6 @@ KernelSlot<AdaptiveAvgPool2dFn> adaptive_avg_pool2d_kernel("adaptive_avg_pool2d"
 KernelSlot<AdaptiveAvgPool2dBackwardFn> adaptive_avg_pool2d_backward_kernel("adaptive_avg_pool2d_backward");
 
 namespace {
-
-OpAttrs int_attrs(std::vector<int64_t> ints) {
-  OpAttrs a;
-  a.ints = std::move(ints);
-  return a;
-}
-
-OpAttrs tensor_attrs(const Tensor& t) {
-  OpAttrs a;
-  a.tensors = {t};
-  return a;
-}
 
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -119,7 +108,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kern
   Tensor out = make_empty(out_sizes, x.dtype(), x.device());
   Tensor indices = make_empty(out_sizes, kInt64, x.device());
   max_pool2d_kernel(out.device(), out, indices, x4.detach(), g);
-  if (should_record({&x4})) record_op("max_pool2d_with_indices", {x4}, {out}, tensor_attrs(indices));
+  if (should_record({&x4})) record_op("max_pool2d_with_indices", {x4}, {out}, make_attrs({}, {indices}));
   return {from_4d(out, unbatched), from_4d(indices, unbatched)};
 }
 
@@ -142,7 +131,7 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> s
   avg_pool2d_kernel(out.device(), out, x4.detach(), g);
   if (should_record({&x4}))
     record_op(op, {x4}, {out},
-              int_attrs({kernel_size.h, kernel_size.w, s.h, s.w, padding.h, padding.w, int64_t(ceil_mode),
+              make_attrs({kernel_size.h, kernel_size.w, s.h, s.w, padding.h, padding.w, int64_t(ceil_mode),
                                int64_t(count_include_pad)}));
   return from_4d(out, unbatched);
 }
@@ -186,7 +175,7 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shap
   g.out_w = grad.size(3);
   Tensor out = make_empty(input_sizes, grad.dtype(), grad.device());
   max_pool2d_backward_kernel(out.device(), out, grad.detach(), indices, g);
-  if (should_record({&grad})) record_op(op, {grad}, {out}, tensor_attrs(indices));
+  if (should_record({&grad})) record_op(op, {grad}, {out}, make_attrs({}, {indices}));
   return out;
 }
 
@@ -202,7 +191,7 @@ Tensor avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes, IntPair
   avg_pool2d_backward_kernel(out.device(), out, grad.detach(), g);
   if (should_record({&grad}))
     record_op(op, {grad}, {out},
-              int_attrs({kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w,
+              make_attrs({kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w,
                                int64_t(ceil_mode), int64_t(count_include_pad)}));
   return out;
 }
