@@ -6,3 +6,9 @@ target_compile_options(tessera_flags INTERFACE
 add_library(tessera_kernel_flags INTERFACE)
 target_compile_options(tessera_kernel_flags INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O3 -fno-math-errno -fno-trapping-math -march=x86-64-v3 -mtune=generic>)
+# CUDA sources: host-side warnings as for C++, device code at -O3, constexpr host functions usable in
+# kernels, and lambdas with __device__ annotations for the elementwise launchers.
+add_library(tessera_cuda_flags INTERFACE)
+target_compile_options(tessera_cuda_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda -Xcompiler=-Wall,-Wno-unused-parameter,-Wno-sign-compare
+  -Xcudafe=--diag_suppress=186 --threads=1>)

@@ -3,6 +3,10 @@
 #include "autograd/derivatives/derivatives.h"
 #include "autograd/op_node.h"
 #include "kernels/cpu/cpu_kernels.h"
+#if defined(TESSERA_WITH_CUDA)
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_allocator.h"
+#endif
 
 namespace tessera {
 namespace {
@@ -10,6 +14,10 @@ namespace {
 struct Init {
   Init() {
     cpu::register_cpu_kernels();
+#if defined(TESSERA_WITH_CUDA)
+    cuda::register_cuda_runtime();
+    cuda::register_cuda_kernels();
+#endif
     autograd::register_derivatives();
     autograd::install_autograd_stage();
   }

@@ -35,6 +35,10 @@ class ElementwiseIter {
   // True if all operands advance by their element size along the inner dim (or are broadcast with 0).
   bool is_contiguous_inner(const int64_t* elem_sizes) const;
   bool is_1d() const { return ndim_ <= 1; }
+  // The merged iteration space, innermost dim first (the CUDA iterator copies it into its Params).
+  int64_t shape(int d) const { return shape_[d]; }
+  int64_t byte_stride(int t, int d) const { return strides_[t][d]; }
+  char* data(int t) const { return data_[t]; }
 
   // Calls loop(char* const* ptrs, const int64_t* inner_strides, int64_t n) over the whole range, in
   // parallel chunks of at least `grain` elements when OpenMP is on (kernel files build with it).

@@ -1,0 +1,20 @@
+// Registration entry points of the CUDA kernel families. Each family file (kernels/cuda/<family>.cu)
+// defines its register_*() and fills the slots of ops/<family>_kernel.h for DeviceType::CUDA. Plain
+// C++ (no CUDA types), so that tessera_init.cpp can include it.
+#pragma once
+
+namespace tessera::cuda {
+
+void register_copy();         // copy.cu: copy_ within a GPU, between GPUs and to/from the host; fill_
+void register_elementwise();  // unary.cu, binary.cu, ternary.cu, softmax.cu, allclose
+void register_reduce();       // reduce.cu, arg/var/logsumexp, scan.cu
+void register_linalg();       // matmul.cu (cuBLASLt)
+void register_index();        // index.cu, gather/scatter, masked, nonzero, one_hot, sort.cu, unique
+void register_shape_ops();    // shape_ops.cu (index_map, tril/triu)
+void register_random();       // random.cu (Philox, the same bits as the CPU)
+void register_optim();        // optim.cu (fused multi-tensor SGD/Adam)
+void register_conv();         // conv.cu (cuDNN), pool.cu
+
+void register_cuda_kernels();  // all of the above; called once at library start-up
+
+}  // namespace tessera::cuda
