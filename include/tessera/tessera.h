@@ -1,6 +1,7 @@
 // Everything a tessera user needs: `#include <tessera/tessera.h>` and `namespace ts = tessera;`.
 #pragma once
 #include "tessera/autograd.h"
+#include "tessera/cuda.h"
 #include "tessera/data.h"
 #include "tessera/device.h"
 #include "tessera/dtype.h"

@@ -8,7 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "tessera/cuda.h"
 #include "tessera/tessera.h"
+
+// GPU tests start with TS_REQUIRE_GPU(): without a CUDA GPU (or a CUDA build) they skip, saying why.
+#define TS_REQUIRE_GPU()                                                                              \
+  do {                                                                                                \
+    if (!::tessera::cuda::is_available())                                                             \
+      GTEST_SKIP() << (::tessera::cuda::is_built() ? "no CUDA GPU found" : "tessera built without CUDA"); \
+  } while (0)
 
 namespace tessera::testing {
 
