@@ -1,6 +1,7 @@
 // Every op of the foundation: one or more cases against PyTorch. Inputs are deterministic (Philox);
 // variants cover dtypes, broadcasting and strided layouts. Random ops compare sizes and dtype only
-// (their values are tested statistically in tests/ops/test_random.cpp).
+// (their values are tested statistically in tests/ops/test_random.cpp). Cases are device-agnostic
+// (Note [Case device] in cases.h): the same list runs on the CPU and, moved there, on a GPU.
 #include "conformance/cases.h"
 
 #include <cmath>
@@ -60,31 +61,31 @@ const char* torch_dtype(DType d) {
 std::string dn(DType d) { return dtype_name(d); }
 
 void creation(Builder& b) {
-  b.add("zeros", "f32", {}, "torch.zeros(3, 4)", [](const V&) { return V{zeros({3, 4})}; });
-  b.add("ones", "i32", {}, "torch.ones(2, 5, dtype=torch.int32)", [](const V&) { return V{ones({2, 5}, kInt32)}; });
-  b.add("full", "int", {}, "torch.full((2, 3), 7)", [](const V&) { return V{full({2, 3}, 7)}; });
-  b.add("full", "float", {}, "torch.full((2, 3), 2.5)", [](const V&) { return V{full({2, 3}, 2.5)}; });
-  b.add("empty", "shape", {}, "torch.empty(2, 3, dtype=torch.float16)", [](const V&) { return V{empty({2, 3}, kFloat16)}; }, {}, false);
-  b.add("arange", "int", {}, "torch.arange(10)", [](const V&) { return V{arange(10)}; });
-  b.add("arange", "float_step", {}, "torch.arange(0.5, 3.2, 0.3)", [](const V&) { return V{arange(0.5, 3.2, 0.3)}; });
-  b.add("arange", "neg_step", {}, "torch.arange(10, 0, -3)", [](const V&) { return V{arange(10, 0, -3)}; });
-  b.add("linspace", "f32", {}, "torch.linspace(-1, 2, 7)", [](const V&) { return V{linspace(-1, 2, 7)}; });
-  b.add("linspace", "f64", {}, "torch.linspace(0, 1, 11, dtype=torch.float64)", [](const V&) { return V{linspace(0, 1, 11, kFloat64)}; });
-  b.add("eye", "rect", {}, "torch.eye(3, 5)", [](const V&) { return V{eye(3, 5)}; });
+  b.add("zeros", "f32", {}, "torch.zeros(3, 4)", [](const V&) { return V{zeros({3, 4}, case_device())}; });
+  b.add("ones", "i32", {}, "torch.ones(2, 5, dtype=torch.int32)", [](const V&) { return V{ones({2, 5}, {kInt32, case_device()})}; });
+  b.add("full", "int", {}, "torch.full((2, 3), 7)", [](const V&) { return V{full({2, 3}, 7, case_device())}; });
+  b.add("full", "float", {}, "torch.full((2, 3), 2.5)", [](const V&) { return V{full({2, 3}, 2.5, case_device())}; });
+  b.add("empty", "shape", {}, "torch.empty(2, 3, dtype=torch.float16)", [](const V&) { return V{empty({2, 3}, {kFloat16, case_device()})}; }, {}, false);
+  b.add("arange", "int", {}, "torch.arange(10)", [](const V&) { return V{arange(10, case_device())}; });
+  b.add("arange", "float_step", {}, "torch.arange(0.5, 3.2, 0.3)", [](const V&) { return V{arange(0.5, 3.2, 0.3, case_device())}; });
+  b.add("arange", "neg_step", {}, "torch.arange(10, 0, -3)", [](const V&) { return V{arange(10, 0, -3, case_device())}; });
+  b.add("linspace", "f32", {}, "torch.linspace(-1, 2, 7)", [](const V&) { return V{linspace(-1, 2, 7, case_device())}; });
+  b.add("linspace", "f64", {}, "torch.linspace(0, 1, 11, dtype=torch.float64)", [](const V&) { return V{linspace(0, 1, 11, {kFloat64, case_device()})}; });
+  b.add("eye", "rect", {}, "torch.eye(3, 5)", [](const V&) { return V{eye(3, 5, case_device())}; });
   b.add("zeros_like", "f16", {N({2, 3}, kFloat16)}, "torch.zeros_like(x[0])", [](const V& x) { return V{zeros_like(x[0])}; });
   b.add("ones_like", "i64", {I({4}, 0, 5)}, "torch.ones_like(x[0])", [](const V& x) { return V{ones_like(x[0])}; });
   b.add("full_like", "f32", {N({3})}, "torch.full_like(x[0], 4.0)", [](const V& x) { return V{full_like(x[0], 4.0)}; });
   b.add("empty_like", "f32", {N({3, 2})}, "torch.empty_like(x[0])", [](const V& x) { return V{empty_like(x[0])}; }, {}, false);
   // Random ops: PyTorch's generator differs, so sizes and dtypes only.
-  b.add("rand", "shape", {}, "torch.rand(3, 4)", [](const V&) { return V{rand({3, 4})}; }, {}, false);
-  b.add("randn", "shape", {}, "torch.randn(2, 5, dtype=torch.float64)", [](const V&) { return V{randn({2, 5}, kFloat64)}; }, {}, false);
-  b.add("randint", "shape", {}, "torch.randint(0, 10, (6,))", [](const V&) { return V{randint(0, 10, {6})}; }, {}, false);
+  b.add("rand", "shape", {}, "torch.rand(3, 4)", [](const V&) { return V{rand({3, 4}, case_device())}; }, {}, false);
+  b.add("randn", "shape", {}, "torch.randn(2, 5, dtype=torch.float64)", [](const V&) { return V{randn({2, 5}, {kFloat64, case_device()})}; }, {}, false);
+  b.add("randint", "shape", {}, "torch.randint(0, 10, (6,))", [](const V&) { return V{randint(0, 10, {6}, case_device())}; }, {}, false);
   b.add("rand_like", "shape", {N({2, 2}, kFloat16)}, "torch.rand_like(x[0])", [](const V& x) { return V{rand_like(x[0])}; }, {}, false);
   b.add("randn_like", "shape", {N({2, 2})}, "torch.randn_like(x[0])", [](const V& x) { return V{randn_like(x[0])}; }, {}, false);
   b.add("uniform_", "shape", {N({5})}, "x[0].clone().uniform_(-1, 1)", [](const V& x) { Tensor t = x[0].clone(); t.uniform_(-1, 1); return V{t}; }, {}, false);
   b.add("normal_", "shape", {N({5})}, "x[0].clone().normal_(2, 3)", [](const V& x) { Tensor t = x[0].clone(); t.normal_(2, 3); return V{t}; }, {}, false);
   b.add("bernoulli", "shape", {randu({4, 4}, 0, 1)}, "torch.bernoulli(x[0])", [](const V& x) { return V{bernoulli(x[0])}; }, {}, false);
-  b.add("randperm", "shape", {}, "torch.randperm(9)", [](const V&) { return V{randperm(9)}; }, {}, false);
+  b.add("randperm", "shape", {}, "torch.randperm(9)", [](const V&) { return V{randperm(9, {kInt64, case_device()})}; }, {}, false);
 }
 
 void unary(Builder& b) {
@@ -413,12 +414,18 @@ void views_and_copies(Builder& b) {
   }
   b.add("to", "f64_to_f16_rounding", {randu({50}, -70000, 70000, kFloat64)}, "x[0].to(torch.float16)", [](const V& x) { return V{x[0].to(kFloat16)}; });
   b.add("to", "bf16_to_i64", {N({20}, kBFloat16) * 50.0}, "x[0].to(torch.int64)", [](const V& x) { return V{x[0].to(kInt64)}; });
-  b.add("item", "f16", {N({}, kFloat16)}, "torch.tensor(x[0].item(), dtype=torch.float64)", [](const V& x) { return V{scalar_tensor(x[0].item(), kFloat64)}; });
-  b.add("allclose", "close", {N({5}), N({5}) + 1e-7}, "torch.allclose(x[0], x[1])", [](const V& x) { return V{scalar_tensor(allclose(x[0], x[1]))}; });
-  b.add("equal", "diff", {N({5}), N({5}, kFloat32, 2)}, "torch.equal(x[0], x[1])", [](const V& x) { return V{scalar_tensor(equal(x[0], x[1]))}; });
+  b.add("item", "f16", {N({}, kFloat16)}, "torch.tensor(x[0].item(), dtype=torch.float64)", [](const V& x) { return V{scalar_tensor(x[0].item(), {kFloat64, x[0].device()})}; });
+  b.add("allclose", "close", {N({5}), N({5}) + 1e-7}, "torch.allclose(x[0], x[1])", [](const V& x) { return V{scalar_tensor(allclose(x[0], x[1]), x[0].device())}; });
+  b.add("equal", "diff", {N({5}), N({5}, kFloat32, 2)}, "torch.equal(x[0], x[1])", [](const V& x) { return V{scalar_tensor(equal(x[0], x[1]), x[0].device())}; });
 }
 
+thread_local Device g_case_device = kCPU;  // Note [Case device]
+
 }  // namespace
+
+Device case_device() { return g_case_device; }
+CaseDevice::CaseDevice(Device d) : prev_(g_case_device) { g_case_device = d; }
+CaseDevice::~CaseDevice() { g_case_device = prev_; }
 
 std::vector<Case> all_cases() {
   Builder b;

@@ -24,4 +24,20 @@ struct Case {
 
 std::vector<Case> all_cases();
 
+// Note [Case device]: a case runs on the device its inputs are on. The runner moves the inputs (see
+// test_torch.cpp) and sets the case device for the call; what a case builds itself (factories with
+// no input to follow, host values wrapped as tensors) goes to case_device(), or to an input's
+// device, so that a case never mixes devices. Outside a CaseDevice scope it is the CPU.
+Device case_device();
+class CaseDevice {
+ public:
+  explicit CaseDevice(Device d);
+  ~CaseDevice();
+  CaseDevice(const CaseDevice&) = delete;
+  CaseDevice& operator=(const CaseDevice&) = delete;
+
+ private:
+  Device prev_;
+};
+
 }  // namespace tessera::conformance

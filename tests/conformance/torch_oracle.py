@@ -4,9 +4,16 @@ expression once, writes the outputs. One process per suite run.
 usage: torch_oracle.py INPUTS.safetensors OUTPUTS.safetensors
 The inputs file's __metadata__ maps "case:<name>" to a JSON object {"expr": str, "n": number of inputs};
 inputs are named "<name>/in<i>". Outputs are written as "<name>/out<j>"; a case that raises in PyTorch
-gets "<name>" -> error text in the outputs' __metadata__ (tessera's side then expects an error too).
+gets "error:<name>" -> error text in the outputs' __metadata__ (tessera's side then expects an error
+too). Gradients of the weighted sum of the outputs (weights "<name>/w<j>" from the inputs file) are
+written as "<name>/grad<i>"; a failure to differentiate as "grad_error:<name>".
+When torch.cuda.is_available(), every case is evaluated again with its inputs (and weights) on torch's
+GPU and its factories on that device: "<name>/cuda_out<j>", "<name>/cuda_grad<i>", "cuda_error:<name>",
+"cuda_grad_error:<name>", and "cuda_device" -> the GPU's name ("" when no GPU was used). tessera's GPU
+suites compare with these as well as with the CPU outputs.
 The safetensors format is read and written here with the standard library so that only torch is needed.
 """
+import contextlib
 import json
 import struct
 import sys
@@ -102,38 +109,63 @@ def gradients(expr, x, weights):
     return {i: g for (i, _), g in zip(wrt, grads) if g is not None}
 
 
+def on_device(device):
+    """Factories without a device argument build on `device` (torch >= 2.0); a no-op otherwise."""
+    if device == "cpu" or not hasattr(torch.device, "__enter__"):
+        return contextlib.nullcontext()
+    return torch.device(device)
+
+
+def run_case(name, spec, inputs, device, prefix, outputs, errors, grad_errors, emulated):
+    """Evaluates one case with its inputs on `device`; outputs "<name>/<prefix>out<j>" and
+    "<name>/<prefix>grad<i>", errors by case name. Returns nothing."""
+    x = [inputs[f"{name}/in{i}"].to(device) for i in range(spec["n"])]
+    try:
+        with torch.no_grad(), on_device(device):
+            r, emu = evaluate(spec["expr"], x)
+        if emu:
+            emulated.append(name)
+        for j, t in enumerate(as_tensors(r)):
+            outputs[f"{name}/{prefix}out{j}"] = t
+    except Exception as e:  # recorded: tessera must raise as well
+        errors[name] = f"{type(e).__name__}: {e}"
+        return
+    weights = {j: inputs[k].to(device) for j in range(16) if (k := f"{name}/w{j}") in inputs}
+    if weights:
+        try:
+            with on_device(device):
+                for k, g in gradients(spec["expr"], x, weights).items():
+                    outputs[f"{name}/{prefix}grad{k}"] = g
+        except Exception as e:
+            grad_errors[name] = f"{type(e).__name__}: {e}"
+
+
 def main():
     inputs, meta = read(sys.argv[1])
     outputs, errors, emulated, grad_errors = {}, {}, [], {}
+    cuda = torch.cuda.is_available()
+    cuda_errors, cuda_emulated, cuda_grad_errors = {}, [], {}
     torch.manual_seed(0)
     for key, spec in meta.items():
         if not key.startswith("case:"):
             continue
         name = key[5:]
         spec = json.loads(spec)
-        x = [inputs[f"{name}/in{i}"] for i in range(spec["n"])]
-        try:
-            with torch.no_grad():
-                r, emu = evaluate(spec["expr"], x)
-            if emu:
-                emulated.append(name)
-            for j, t in enumerate(as_tensors(r)):
-                outputs[f"{name}/out{j}"] = t
-        except Exception as e:  # recorded: tessera must raise as well
-            errors[name] = f"{type(e).__name__}: {e}"
-            continue
-        weights = {j: inputs[k] for j in range(16) if (k := f"{name}/w{j}") in inputs}
-        if weights:
-            try:
-                for k, g in gradients(spec["expr"], x, weights).items():
-                    outputs[f"{name}/grad{k}"] = g
-            except Exception as e:
-                grad_errors[name] = f"{type(e).__name__}: {e}"
-    meta_out = {"torch_version": torch.__version__, "emulated_in_float32": json.dumps(emulated)}
+        run_case(name, spec, inputs, "cpu", "", outputs, errors, grad_errors, emulated)
+        if cuda:
+            run_case(name, spec, inputs, "cuda", "cuda_", outputs, cuda_errors, cuda_grad_errors, cuda_emulated)
+    meta_out = {"torch_version": torch.__version__, "emulated_in_float32": json.dumps(emulated),
+                "cuda_device": torch.cuda.get_device_name() if cuda else ""}
     meta_out.update({f"error:{k}": v for k, v in errors.items()})
     meta_out.update({f"grad_error:{k}": v for k, v in grad_errors.items()})
+    if cuda:
+        meta_out["cuda_emulated_in_float32"] = json.dumps(cuda_emulated)
+        meta_out.update({f"cuda_error:{k}": v for k, v in cuda_errors.items()})
+        meta_out.update({f"cuda_grad_error:{k}": v for k, v in cuda_grad_errors.items()})
+        n = sum(k.startswith("case:") for k in meta)
+        print(f"PyTorch oracle: {n} cases on the CPU and on {meta_out['cuda_device']} "
+              f"({len(errors)} raised on the CPU, {len(cuda_errors)} on the GPU)")
     write(sys.argv[2], outputs, meta_out)
-
 
 if __name__ == "__main__":
     main()

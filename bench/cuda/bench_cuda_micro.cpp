@@ -1,0 +1,403 @@
+// CUDA micro-benchmarks (DESIGN.md "Performance method"): device copy bandwidth as the floor, then
+// elementwise, reductions, softmax / layer norm, matmul, ResNet-50's convolutions, eager op overhead and
+// the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
+// same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
+//
+// Output: one JSON object per line, on stdout,
+//   {"name": "add_f32_256M", "unit": "GB/s", "value": 3950.2, "ms": 0.815, "peak_mem_gib": 3.0}
+// or, where the op raises (a kernel family not there yet, out of memory), an error row, and the run
+// goes on:
+//   {"name": "add_f32_256M", "unit": "GB/s", "value": null, "error": "NotImplementedError: ..."}
+// Timing: CUDA events on the current stream around each call, after warm-up; the median of --runs
+// (>= 20) calls. Eager overhead and allocation are host wall times (synchronized at the end). Data is
+// random (ts::randn on the GPU; generated on the host and copied where the GPU generator is missing).
+// GB/s count bytes read + written (the device copy too: 2 x 1 GiB per copy); 1 GB = 1e9 bytes.
+//
+// usage: bench_cuda_micro [--runs N] [--only SUBSTRING]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace ts = tessera;
+
+// ts::MemoryFormat comes with channels-last convolutions. Until the library has it, this stand-in is
+// found instead (qualified lookup prefers a name declared in tessera itself over a using-directive),
+// `channels_last` below sees that Tensor::contiguous takes no format, and the convolutions run NCHW;
+// the rows say which layout ran.
+namespace bench_fallback {
+enum class MemoryFormat { Contiguous, ChannelsLast };
+}
+namespace tessera {
+using namespace bench_fallback;  // NOLINT: see above
+}
+
+namespace {
+
+const ts::Device kGpu = ts::Device::cuda(0);
+constexpr int64_t k256M = int64_t(256) << 20;
+
+struct Options {
+  int runs = 20;
+  int warmup = 3;
+  std::string only;
+};
+Options opt;
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (c == '\n') o += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o + "\"";
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+void check(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(rc));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median milliseconds of `fn` between two CUDA events on the current stream, after warm-up.
+double time_ms(const std::function<void()>& fn) {
+  for (int i = 0; i < opt.warmup; ++i) fn();
+  ts::cuda::Event start(true), stop(true);
+  std::vector<double> t;
+  for (int i = 0; i < opt.runs; ++i) {
+    start.record();
+    fn();
+    stop.record();
+    stop.synchronize();
+    t.push_back(start.elapsed_time(stop));
+  }
+  return median(t);
+}
+
+// Median host wall milliseconds of `fn` (which synchronizes itself), after one warm-up call.
+double wall_ms(const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int i = 0; i < opt.runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+// Random data on the GPU, never zeros.
+ts::Tensor random(const ts::Shape& s, ts::DType d) {
+  try {
+    return ts::randn(s, {d, kGpu});
+  } catch (const ts::NotImplementedError&) {  // no GPU generator yet: the host's, copied over
+    return ts::randn(s, d).to(kGpu);
+  }
+}
+
+std::optional<double> peak_gib() {
+  try {
+    return ts::cuda::max_memory_allocated() / double(int64_t(1) << 30);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+struct Result {
+  double value;             // in the row's unit
+  double ms;                // median time of one call
+  std::string extra;        // more JSON members, ", \"k\": v"
+};
+
+// Runs one row; an exception (a missing kernel, out of memory) becomes an error row.
+void row(const std::string& name, const std::string& unit, const std::function<Result()>& measure) {
+  if (!opt.only.empty() && name.find(opt.only) == std::string::npos) return;
+  std::string line = "{\"name\": " + json_str(name) + ", \"unit\": " + json_str(unit);
+  try {
+    try {
+      ts::cuda::reset_peak_memory_stats();
+    } catch (const std::exception&) {
+    }
+    Result r = measure();
+    std::optional<double> peak = peak_gib();
+    line += ", \"value\": " + num(r.value) + ", \"ms\": " + num(r.ms) +
+            ", \"peak_mem_gib\": " + (peak ? num(*peak) : std::string("null")) + r.extra;
+  } catch (const std::exception& e) {
+    line += ", \"value\": null, \"error\": " + json_str(e.what());
+    (void)cudaGetLastError();  // a launch error is reported in this row, not in the next one
+  }
+  std::printf("%s}\n", line.c_str());
+  std::fflush(stdout);
+  try {
+    ts::cuda::empty_cache();
+  } catch (const std::exception&) {
+  }
+}
+
+double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+// ---- device copy: the floor every bandwidth row is compared with --------------------------------
+void bench_copy_reference() {
+  row("copy_d2d_f32_256M", "GB/s", [] {
+    ts::Tensor src = random({k256M}, ts::kFloat32), dst = ts::empty({k256M}, {ts::kFloat32, kGpu});
+    size_t bytes = size_t(k256M) * 4;
+    auto stream = static_cast<cudaStream_t>(ts::cuda::current_stream().handle());
+    double ms = time_ms([&] { check(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); });
+    return Result{gbps(2.0 * bytes, ms), ms, ""};
+  });
+}
+
+// ---- elementwise on 256M elements --------------------------------------------------------------
+void bench_elementwise() {
+  for (ts::DType d : {ts::kFloat32, ts::kBFloat16}) {
+    std::string sfx = std::string(d == ts::kFloat32 ? "f32" : "bf16") + "_256M";
+    double es = d == ts::kFloat32 ? 4 : 2, n = double(k256M);
+    // Inputs are made once per dtype and shared by the rows (3 x 1 GiB for float32).
+    std::optional<ts::Tensor> a, b, out;
+    auto inputs = [&] {
+      if (a) return;
+      a = random({k256M}, d);
+      b = random({k256M}, d);
+      out = ts::empty({k256M}, {d, kGpu});
+    };
+    row("add_" + sfx, "GB/s", [&] {
+      inputs();
+      double ms = time_ms([&] { ts::add_out(*a, *b, *out); });
+      return Result{gbps(3 * n * es, ms), ms, ""};
+    });
+    row("mul_" + sfx, "GB/s", [&] {
+      inputs();
+      double ms = time_ms([&] { ts::mul_out(*a, *b, *out); });
+      return Result{gbps(3 * n * es, ms), ms, ""};
+    });
+    row("gelu_" + sfx, "GB/s", [&] {  // no out= form: the caching allocator hands back the same block
+      inputs();
+      double ms = time_ms([&] { ts::gelu(*a); });
+      return Result{gbps(2 * n * es, ms), ms, ""};
+    });
+    row("copy_" + sfx, "GB/s", [&] {
+      inputs();
+      double ms = time_ms([&] { out->copy_(*a); });
+      return Result{gbps(2 * n * es, ms), ms, ""};
+    });
+  }
+}
+
+// ---- reductions over (16384, 16384) float32 ----------------------------------------------------
+void bench_reductions() {
+  const int64_t m = 16384;
+  std::optional<ts::Tensor> x;
+  for (int dim : {1, 0}) {
+    row(std::string(dim == 1 ? "sum_lastdim" : "sum_firstdim") + "_f32_16384x16384", "GB/s", [&] {
+      if (!x) x = random({m, m}, ts::kFloat32);
+      double ms = time_ms([&] { ts::sum(*x, dim); });
+      return Result{gbps(double(m) * m * 4 + double(m) * 4, ms), ms, ""};
+    });
+  }
+}
+
+// ---- softmax and layer norm on (16384, 4096) bfloat16 ------------------------------------------
+void bench_norms() {
+  const int64_t r = 16384, c = 4096;
+  row("softmax_bf16_16384x4096", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16);
+    double ms = time_ms([&] { ts::softmax(x, -1); });
+    return Result{ms, ms, ""};
+  });
+  row("layer_norm_fwd_bf16_16384x4096", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16), b = random({c}, ts::kBFloat16);
+    ts::NoGradGuard g;
+    double ms = time_ms([&] { ts::nn::functional::layer_norm(x, {c}, w, b); });
+    return Result{ms, ms, ""};
+  });
+  row("layer_norm_bwd_bf16_16384x4096", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16), b = random({c}, ts::kBFloat16);
+    ts::Tensor gy = random({r, c}, ts::kBFloat16);
+    x.requires_grad_();
+    w.requires_grad_();
+    b.requires_grad_();
+    ts::Tensor y = ts::nn::functional::layer_norm(x, {c}, w, b);
+    double ms = time_ms([&] { ts::autograd::grad({y}, {x, w, b}, {gy}, true); });
+    return Result{ms, ms, ""};
+  });
+}
+
+// ---- matmul 8192^3 -----------------------------------------------------------------------------
+void bench_matmul() {
+  const int64_t n = 8192;
+  const double flops = 2.0 * n * n * n;
+  row("matmul_bf16_8192", "TFLOP/s", [&] {
+    ts::Tensor a = random({n, n}, ts::kBFloat16), b = random({n, n}, ts::kBFloat16);
+    double ms = time_ms([&] { ts::matmul(a, b); });
+    return Result{flops / (ms * 1e-3) / 1e12, ms, ""};
+  });
+  row("matmul_f32_tf32_8192", "TFLOP/s", [&] {
+    ts::Tensor a = random({n, n}, ts::kFloat32), b = random({n, n}, ts::kFloat32);
+    bool prev = ts::cuda::allow_tf32();
+    ts::cuda::set_allow_tf32(true);
+    double ms;
+    try {
+      ms = time_ms([&] { ts::matmul(a, b); });
+    } catch (...) {
+      ts::cuda::set_allow_tf32(prev);
+      throw;
+    }
+    ts::cuda::set_allow_tf32(prev);
+    return Result{flops / (ms * 1e-3) / 1e12, ms, ""};
+  });
+}
+
+// ---- ResNet-50's convolutions, batch 256, bfloat16, forward + backward (input and weight grads) ----
+struct ConvLayer {
+  const char* name;
+  int64_t cin, cout, hw, k, stride, pad;  // input (N, cin, hw, hw), weight (cout, cin, k, k)
+};
+// The distinct conv shapes of torchvision's ResNet-50 (stride in the 3x3 conv of each stage's first
+// block; the downsample 1x1 of layer1 has the shape of its conv3 and is listed once).
+const ConvLayer kResNet50[] = {
+    {"conv1_7x7_3_64_s2", 3, 64, 224, 7, 2, 3},
+    {"l1_1x1_64_64", 64, 64, 56, 1, 1, 0},
+    {"l1_3x3_64_64", 64, 64, 56, 3, 1, 1},
+    {"l1_1x1_64_256", 64, 256, 56, 1, 1, 0},
+    {"l1_1x1_256_64", 256, 64, 56, 1, 1, 0},
+    {"l2_1x1_256_128", 256, 128, 56, 1, 1, 0},
+    {"l2_3x3_128_128_s2", 128, 128, 56, 3, 2, 1},
+    {"l2_1x1_128_512", 128, 512, 28, 1, 1, 0},
+    {"l2_down_1x1_256_512_s2", 256, 512, 56, 1, 2, 0},
+    {"l2_1x1_512_128", 512, 128, 28, 1, 1, 0},
+    {"l2_3x3_128_128", 128, 128, 28, 3, 1, 1},
+    {"l3_1x1_512_256", 512, 256, 28, 1, 1, 0},
+    {"l3_3x3_256_256_s2", 256, 256, 28, 3, 2, 1},
+    {"l3_1x1_256_1024", 256, 1024, 14, 1, 1, 0},
+    {"l3_down_1x1_512_1024_s2", 512, 1024, 28, 1, 2, 0},
+    {"l3_1x1_1024_256", 1024, 256, 14, 1, 1, 0},
+    {"l3_3x3_256_256", 256, 256, 14, 3, 1, 1},
+    {"l4_1x1_1024_512", 1024, 512, 14, 1, 1, 0},
+    {"l4_3x3_512_512_s2", 512, 512, 14, 3, 2, 1},
+    {"l4_1x1_512_2048", 512, 2048, 7, 1, 1, 0},
+    {"l4_down_1x1_1024_2048_s2", 1024, 2048, 14, 1, 2, 0},
+    {"l4_1x1_2048_512", 2048, 512, 7, 1, 1, 0},
+    {"l4_3x3_512_512", 512, 512, 7, 3, 1, 1},
+};
+
+// x in channels-last memory when the library has MemoryFormat and Tensor::contiguous(MemoryFormat);
+// otherwise x itself (NCHW). MF is ts::MemoryFormat, the real one or the stand-in above.
+template <class T, class MF>
+T channels_last(const T& x) {
+  if constexpr (requires { x.contiguous(MF::ChannelsLast); }) return x.contiguous(MF::ChannelsLast);
+  else return x;
+}
+template <class T, class MF>
+constexpr bool has_channels_last() {
+  return requires(const T& x) { x.contiguous(MF::ChannelsLast); };
+}
+
+void bench_conv() {
+  const int64_t batch = 256;
+  const char* layout = has_channels_last<ts::Tensor, ts::MemoryFormat>() ? "channels_last" : "nchw";
+  const std::string extra = std::string(", \"layout\": \"") + layout + "\"";
+  double total = 0;
+  bool complete = true;
+  std::string first_error;
+  for (const ConvLayer& l : kResNet50) {
+    std::string name = std::string("conv2d_rn50_b256_bf16/") + l.name;
+    bool ok = false;
+    row(name, "ms", [&] {
+      ts::Tensor x = channels_last<ts::Tensor, ts::MemoryFormat>(random({batch, l.cin, l.hw, l.hw}, ts::kBFloat16));
+      // weights at the scale of Kaiming init, so that activations stay O(1) in bfloat16
+      ts::Tensor w = channels_last<ts::Tensor, ts::MemoryFormat>(
+          ts::mul(random({l.cout, l.cin, l.k, l.k}, ts::kBFloat16), 1.0 / std::sqrt(double(l.cin * l.k * l.k))));
+      x.requires_grad_();
+      w.requires_grad_();
+      int64_t ho = (l.hw + 2 * l.pad - l.k) / l.stride + 1;
+      ts::Tensor gy = channels_last<ts::Tensor, ts::MemoryFormat>(random({batch, l.cout, ho, ho}, ts::kBFloat16));
+      double ms = time_ms([&] {
+        ts::Tensor y = ts::conv2d(x, w, std::nullopt, l.stride, l.pad);
+        ts::autograd::grad({y}, {x, w}, {gy});
+      });
+      total += ms;
+      ok = true;
+      return Result{ms, ms, extra};
+    });
+    complete = complete && ok;
+  }
+  row("conv2d_rn50_b256_bf16_fwd_bwd", "ms", [&] {
+    if (!complete) throw std::runtime_error("some layers failed (see the conv2d_rn50_b256_bf16/ rows)");
+    return Result{total, total, extra + ", \"layers\": " + std::to_string(std::size(kResNet50))};
+  });
+}
+
+// ---- eager overhead and the caching allocator ------------------------------------------------------
+void bench_overhead() {
+  row("eager_add_1024_x1000", "us/op", [] {
+    ts::Tensor x0 = random({1024}, ts::kFloat32), y = random({1024}, ts::kFloat32);
+    double ms = wall_ms([&] {
+      ts::Tensor x = x0;
+      for (int i = 0; i < 1000; ++i) x = ts::add(x, y);
+      ts::cuda::synchronize();
+    });
+    return Result{ms * 1e3 / 1000, ms, ""};
+  });
+  row("alloc_free_1MiB", "us/op", [] {
+    const int iters = 10000;
+    double ms = wall_ms([&] {
+      for (int i = 0; i < iters; ++i) ts::Tensor t = ts::empty({262144}, {ts::kFloat32, kGpu});
+    });
+    return Result{ms * 1e3 / iters, ms, ""};
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) opt.runs = std::max(20, std::atoi(argv[++i]));
+    else if (a == "--only" && i + 1 < argc) opt.only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--runs N (>= 20)] [--only SUBSTRING]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!ts::cuda::is_available()) {
+    std::fprintf(stderr, "bench_cuda_micro: no CUDA GPU found\n");
+    return 3;
+  }
+  ts::manual_seed(0);
+  auto p = ts::cuda::get_device_properties(0);
+  std::printf("{\"device\": %s, \"sm\": %d}\n", json_str(p.name).c_str(), p.major * 10 + p.minor);
+  std::fflush(stdout);
+  bench_copy_reference();
+  bench_elementwise();
+  bench_reductions();
+  bench_norms();
+  bench_matmul();
+  bench_conv();
+  bench_overhead();
+  return 0;
+}

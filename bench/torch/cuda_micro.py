@@ -1,0 +1,305 @@
+"""The CUDA micro-benchmarks of bench/cuda/bench_cuda_micro.cpp, in PyTorch on the same GPU: same row
+names, shapes, dtypes, byte and FLOP counts, and the same timing (CUDA events after warm-up, median of
+--runs calls; host wall time for the eager-overhead and allocation rows).
+
+Prints one JSON object per line: {"name", "unit", "value", "ms", "peak_mem_gib", "compile"} where
+"compile" is the torch.compile figure (elementwise, softmax and layer-norm forward rows; null elsewhere,
+or where compiling fails, or with --no-compile). A row that raises prints {"name", "unit", "value": null,
+"error"} and the run goes on.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+N256M = 256 << 20
+OPT = None
+
+
+def median_ms(fn):
+    for _ in range(OPT.warmup):
+        fn()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t = []
+    for _ in range(OPT.runs):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        t.append(start.elapsed_time(stop))
+    return statistics.median(t)
+
+
+def wall_ms(fn):
+    fn()
+    t = []
+    for _ in range(OPT.runs):
+        t0 = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def gbps(nbytes, ms):
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def compiled_ms(make_fn, value_of):
+    """torch.compile figure of the same work (in the row's unit), or None."""
+    if not OPT.compile or not hasattr(torch, "compile"):
+        return None
+    try:
+        fn = torch.compile(make_fn(), dynamic=False)
+        return value_of(median_ms(fn))
+    except Exception as e:  # a compiler that is missing or fails: the eager figure stands alone
+        print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
+def row(name, unit, measure):
+    if OPT.only and OPT.only not in name:
+        return
+    out = {"name": name, "unit": unit}
+    try:
+        torch.cuda.reset_peak_memory_stats()
+        r = measure()
+        out.update({"value": r[0], "ms": r[1], "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
+                    "compile": r[2] if len(r) > 2 else None})
+        out.update(r[3] if len(r) > 3 else {})
+    except Exception as e:
+        out.update({"value": None, "error": f"{type(e).__name__}: {e}"})
+    print(json.dumps(out), flush=True)
+    torch.cuda.empty_cache()
+
+
+def rnd(*shape, dtype=torch.float32):
+    return torch.randn(*shape, dtype=dtype, device="cuda")
+
+
+def bench_copy_reference():
+    def m():
+        src, dst = rnd(N256M), torch.empty(N256M, device="cuda")
+        ms = median_ms(lambda: dst.copy_(src))  # a same-dtype contiguous copy_ is one cudaMemcpyAsync
+        return gbps(2 * N256M * 4, ms), ms
+    row("copy_d2d_f32_256M", "GB/s", m)
+
+
+def bench_elementwise():
+    for dt, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        es, n = (4 if dt == torch.float32 else 2), N256M
+        state = {}
+
+        def inputs():
+            if not state:
+                state.update(a=rnd(n, dtype=dt), b=rnd(n, dtype=dt), out=torch.empty(n, dtype=dt, device="cuda"))
+            return state["a"], state["b"], state["out"]
+
+        def add():
+            a, b, out = inputs()
+            ms = median_ms(lambda: torch.add(a, b, out=out))
+            return gbps(3 * n * es, ms), ms, compiled_ms(lambda: (lambda: a + b), lambda t: gbps(3 * n * es, t))
+
+        def mul():
+            a, b, out = inputs()
+            ms = median_ms(lambda: torch.mul(a, b, out=out))
+            return gbps(3 * n * es, ms), ms, compiled_ms(lambda: (lambda: a * b), lambda t: gbps(3 * n * es, t))
+
+        def gelu():
+            a, _, _ = inputs()
+            ms = median_ms(lambda: F.gelu(a))
+            return gbps(2 * n * es, ms), ms, compiled_ms(lambda: (lambda: F.gelu(a)), lambda t: gbps(2 * n * es, t))
+
+        def copy():
+            a, _, out = inputs()
+            ms = median_ms(lambda: out.copy_(a))
+            return gbps(2 * n * es, ms), ms
+
+        row(f"add_{tag}_256M", "GB/s", add)
+        row(f"mul_{tag}_256M", "GB/s", mul)
+        row(f"gelu_{tag}_256M", "GB/s", gelu)
+        row(f"copy_{tag}_256M", "GB/s", copy)
+        state.clear()
+
+
+def bench_reductions():
+    m = 16384
+    state = {}
+    for dim, tag in ((1, "lastdim"), (0, "firstdim")):
+        def meas(dim=dim):
+            if not state:
+                state["x"] = rnd(m, m)
+            x = state["x"]
+            ms = median_ms(lambda: x.sum(dim))
+            return gbps(m * m * 4 + m * 4, ms), ms
+        row(f"sum_{tag}_f32_16384x16384", "GB/s", meas)
+    state.clear()
+
+
+def bench_norms():
+    r, c = 16384, 4096
+    bf = torch.bfloat16
+
+    def softmax():
+        x = rnd(r, c, dtype=bf)
+        ms = median_ms(lambda: torch.softmax(x, -1))
+        return ms, ms, compiled_ms(lambda: (lambda: torch.softmax(x, -1)), lambda t: t)
+
+    def ln_fwd():
+        x, w, b = rnd(r, c, dtype=bf), rnd(c, dtype=bf), rnd(c, dtype=bf)
+        with torch.no_grad():
+            ms = median_ms(lambda: F.layer_norm(x, (c,), w, b))
+            comp = compiled_ms(lambda: (lambda: F.layer_norm(x, (c,), w, b)), lambda t: t)
+        return ms, ms, comp
+
+    def ln_bwd():
+        x, w, b = (t.requires_grad_() for t in (rnd(r, c, dtype=bf), rnd(c, dtype=bf), rnd(c, dtype=bf)))
+        gy = rnd(r, c, dtype=bf)
+        y = F.layer_norm(x, (c,), w, b)
+        ms = median_ms(lambda: torch.autograd.grad(y, (x, w, b), gy, retain_graph=True))
+        return ms, ms
+
+    row("softmax_bf16_16384x4096", "ms", softmax)
+    row("layer_norm_fwd_bf16_16384x4096", "ms", ln_fwd)
+    row("layer_norm_bwd_bf16_16384x4096", "ms", ln_bwd)
+
+
+def bench_matmul():
+    n = 8192
+    flops = 2.0 * n ** 3
+
+    def bf16():
+        a, b = rnd(n, n, dtype=torch.bfloat16), rnd(n, n, dtype=torch.bfloat16)
+        ms = median_ms(lambda: torch.matmul(a, b))
+        return flops / (ms * 1e-3) / 1e12, ms
+
+    def tf32():
+        a, b = rnd(n, n), rnd(n, n)
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            ms = median_ms(lambda: torch.matmul(a, b))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        return flops / (ms * 1e-3) / 1e12, ms
+
+    row("matmul_bf16_8192", "TFLOP/s", bf16)
+    row("matmul_f32_tf32_8192", "TFLOP/s", tf32)
+
+
+# (name, cin, cout, hw, k, stride, pad): the distinct conv shapes of torchvision's ResNet-50, as in
+# bench_cuda_micro.cpp.
+RESNET50 = [
+    ("conv1_7x7_3_64_s2", 3, 64, 224, 7, 2, 3),
+    ("l1_1x1_64_64", 64, 64, 56, 1, 1, 0),
+    ("l1_3x3_64_64", 64, 64, 56, 3, 1, 1),
+    ("l1_1x1_64_256", 64, 256, 56, 1, 1, 0),
+    ("l1_1x1_256_64", 256, 64, 56, 1, 1, 0),
+    ("l2_1x1_256_128", 256, 128, 56, 1, 1, 0),
+    ("l2_3x3_128_128_s2", 128, 128, 56, 3, 2, 1),
+    ("l2_1x1_128_512", 128, 512, 28, 1, 1, 0),
+    ("l2_down_1x1_256_512_s2", 256, 512, 56, 1, 2, 0),
+    ("l2_1x1_512_128", 512, 128, 28, 1, 1, 0),
+    ("l2_3x3_128_128", 128, 128, 28, 3, 1, 1),
+    ("l3_1x1_512_256", 512, 256, 28, 1, 1, 0),
+    ("l3_3x3_256_256_s2", 256, 256, 28, 3, 2, 1),
+    ("l3_1x1_256_1024", 256, 1024, 14, 1, 1, 0),
+    ("l3_down_1x1_512_1024_s2", 512, 1024, 28, 1, 2, 0),
+    ("l3_1x1_1024_256", 1024, 256, 14, 1, 1, 0),
+    ("l3_3x3_256_256", 256, 256, 14, 3, 1, 1),
+    ("l4_1x1_1024_512", 1024, 512, 14, 1, 1, 0),
+    ("l4_3x3_512_512_s2", 512, 512, 14, 3, 2, 1),
+    ("l4_1x1_512_2048", 512, 2048, 7, 1, 1, 0),
+    ("l4_down_1x1_1024_2048_s2", 1024, 2048, 14, 1, 2, 0),
+    ("l4_1x1_2048_512", 2048, 512, 7, 1, 1, 0),
+    ("l4_3x3_512_512", 512, 512, 7, 3, 1, 1),
+]
+
+
+def bench_conv():
+    batch, bf, cl = 256, torch.bfloat16, torch.channels_last
+    torch.backends.cudnn.benchmark = True  # PyTorch's usual setting for fixed shapes
+    total, complete = 0.0, True
+    for name, cin, cout, hw, k, stride, pad in RESNET50:
+        done = []
+
+        def meas():
+            x = rnd(batch, cin, hw, hw, dtype=bf).contiguous(memory_format=cl).requires_grad_()
+            w = (rnd(cout, cin, k, k, dtype=bf) / math.sqrt(cin * k * k)).contiguous(memory_format=cl).requires_grad_()
+            ho = (hw + 2 * pad - k) // stride + 1
+            gy = rnd(batch, cout, ho, ho, dtype=bf).contiguous(memory_format=cl)
+
+            def step():
+                y = F.conv2d(x, w, None, stride, pad)
+                torch.autograd.grad(y, (x, w), gy)
+            ms = median_ms(step)
+            done.append(ms)
+            return ms, ms, None, {"layout": "channels_last"}
+        row(f"conv2d_rn50_b256_bf16/{name}", "ms", meas)
+        if done:
+            total += done[0]
+        else:
+            complete = False
+
+    def tot():
+        if not complete:
+            raise RuntimeError("some layers failed (see the conv2d_rn50_b256_bf16/ rows)")
+        return total, total, None, {"layout": "channels_last", "layers": len(RESNET50)}
+    row("conv2d_rn50_b256_bf16_fwd_bwd", "ms", tot)
+
+
+def bench_overhead():
+    def eager():
+        x0, y = rnd(1024), rnd(1024)
+
+        def loop():
+            x = x0
+            for _ in range(1000):
+                x = torch.add(x, y)
+            torch.cuda.synchronize()
+        ms = wall_ms(loop)
+        return ms * 1e3 / 1000, ms
+
+    def alloc():
+        iters = 10000
+
+        def loop():
+            for _ in range(iters):
+                torch.empty(262144, device="cuda")
+        ms = wall_ms(loop)
+        return ms * 1e3 / iters, ms
+
+    row("eager_add_1024_x1000", "us/op", eager)
+    row("alloc_free_1MiB", "us/op", alloc)
+
+
+def main():
+    global OPT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-compile", dest="compile", action="store_false")
+    OPT = ap.parse_args()
+    OPT.runs = max(OPT.runs, 20)
+    if not torch.cuda.is_available():
+        print("cuda_micro.py: PyTorch sees no CUDA GPU", file=sys.stderr)
+        return 3
+    torch.manual_seed(0)
+    print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__}), flush=True)
+    bench_copy_reference()
+    bench_elementwise()
+    bench_reductions()
+    bench_norms()
+    bench_matmul()
+    bench_conv()
+    bench_overhead()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
