@@ -1,14 +1,19 @@
-// arange, linspace, eye: factories whose values follow from their arguments. Values are computed on
-// the host as PyTorch computes them (start + i * step, in the accumulate type) and moved to the
-// device; meta tensors get the shape only.
+// arange, linspace, eye: factories whose values follow from their arguments, as PyTorch computes them
+// (start + i * step, in the accumulate type). arange fills on the output's device through its kernel
+// slot (ops/range_kernel.h); linspace is computed on the host and moved to the device; meta tensors
+// get the shape only.
 #include <cmath>
 
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
+#include "ops/range_kernel.h"
 #include "tensor/dispatch_dtype.h"
 #include "tessera/functions.h"
 
 namespace tessera {
+
+KernelSlot<ArangeKernelFn> arange_kernel("arange");
+
 namespace {
 
 Tensor finish(Tensor host, Device device) {
@@ -39,20 +44,10 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   }
   TS_CHECK(n_d >= 0 && n_d < 9.2e18, ValueError, "arange: the number of elements (", n_d, ") is out of range");
   const int64_t n = static_cast<int64_t>(n_d);
-  Tensor host = make_empty({n}, dtype, kCPU);
-  if (!opts.device.is_meta()) {
-    dispatch_dtype<DTypeSet::AllNoBool>(dtype, "arange", [&]<class T>(TypeTag<T>) {
-      T* p = host.data_ptr<T>();
-      if (!any_float) {
-        int64_t si = start.to_int(), sti = step.to_int();
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<acc_t<T>>(si + i * sti));
-      } else {
-        using A = std::conditional_t<std::is_same_v<T, double>, double, acc_t<T>>;
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<A>(s + static_cast<double>(i) * st));
-      }
-    });
-  }
-  return finish(host, opts.device);
+  if (!opts.device.is_meta() && dtype == kBool) throw_unsupported_dtype("arange", dtype);
+  Tensor out = make_empty({n}, dtype, opts.device);
+  if (n > 0) arange_kernel(out.device(), out, start, step, /*integral=*/!any_float);
+  return out;
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {

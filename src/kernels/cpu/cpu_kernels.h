@@ -21,6 +21,7 @@ void register_index();
 
 // family shape_ops: declare register_shape_ops() on the next line
 void register_shape_ops();
+void register_range();  // range.cpp: arange
 
 // family random: declare register_random() on the next line
 void register_random();

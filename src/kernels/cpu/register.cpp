@@ -17,6 +17,7 @@ void register_cpu_kernels() {
   register_index();
   // family shape_ops: call register_shape_ops() on the next line
   register_shape_ops();
+  register_range();
   // family random: call register_random() on the next line
   register_random();
   // family optim: call register_optim() on the next line
