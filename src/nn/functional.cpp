@@ -22,7 +22,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   TS_CHECK(x.is_floating_point(), DTypeError, "dropout: expected a floating-point input, got ", dtype_name(x.dtype()));
   if (p == 1) return x * zeros_like(x);  // keeps the graph (and NaN/Inf propagation) of x * 0
   // Inverted dropout: the kept elements are scaled now, so evaluation needs no rescaling.
-  Tensor keep = bernoulli(full_like(x, 1.0 - p), gen);
+  // The keep probability as x's dtype holds it (what bernoulli(full_like(x, 1 - p)) would compare
+  // against), drawn with the scalar-p kernel: no probability tensor to validate, so no device sync.
+  const double keep_p = full({}, 1.0 - p, TensorOptions(x.dtype())).item<double>();
+  Tensor keep = empty_like(x).bernoulli_(keep_p, gen);
   return x * keep * (1.0 / (1.0 - p));
 }
 

@@ -134,16 +134,18 @@ void uniform_cpu(const Tensor& out, double from, double to, PhiloxParams p) {
   dispatch_floating(out.dtype(), "uniform_", [&]<class T>(TypeTag<T>) {
     const double range = to - from;
     const T hi = from < to ? largest_below<T>(from, to) : static_cast<T>(static_cast<acc_t<T>>(from));
-    // One rounding from float64: the bits do not depend on fused multiply-adds in float32.
+    // One rounding from float64: the bits do not depend on fused multiply-adds in float32. The fmas are
+    // explicit (Note [Random rounding] in kernels/cuda/random_transforms.cuh): every build type, and
+    // the CUDA kernels, round `from + range * u` once.
     auto finish = [=](double v) -> T {
       T r = static_cast<T>(static_cast<acc_t<T>>(v));
       return static_cast<double>(static_cast<acc_t<T>>(r)) >= to ? hi : r;
     };
     if constexpr (std::is_same_v<T, double>) {
-      generate<T, 2>(out, p, [=](int64_t, const uint32_t* w) { return finish(from + range * uint2_to_unit_double(w[0], w[1])); });
+      generate<T, 2>(out, p, [=](int64_t, const uint32_t* w) { return finish(std::fma(range, uint2_to_unit_double(w[0], w[1]), from)); });
     } else {
       generate<T, 1>(out, p, [=](int64_t, const uint32_t* w) {
-        return finish(from + range * static_cast<double>(uint_to_unit_float(w[0])));
+        return finish(std::fma(range, static_cast<double>(uint_to_unit_float(w[0])), from));
       });
     }
   });
@@ -154,14 +156,14 @@ void normal_cpu(const Tensor& out, double mean, double std, PhiloxParams p) {
     if constexpr (std::is_same_v<T, double>) {
       generate<T, 4>(out, p, [=](int64_t, const uint32_t* w) {
         const double u1 = uint2_to_unit_double(w[0], w[1]), u2 = uint2_to_unit_double(w[2], w[3]);
-        return mean + std * (std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(kTwoPi * u2));
+        return std::fma(std, std::sqrt(-2.0 * std::log1p(-u1)) * std::cos(kTwoPi * u2), mean);
       });
     } else {
       const float m = static_cast<float>(mean), s = static_cast<float>(std);
       generate<T, 2>(out, p, [=](int64_t, const uint32_t* w) {
         const float u1 = uint_to_unit_float(w[0]), u2 = uint_to_unit_float(w[1]);
         const float z = std::sqrt(-2.0f * std::log1p(-u1)) * std::cos(static_cast<float>(kTwoPi) * u2);
-        return static_cast<T>(m + s * z);
+        return static_cast<T>(std::fmaf(s, z, m));
       });
     }
   });
