@@ -1,9 +1,40 @@
 // The `tessera` command. Subcommands: train (train.cpp), info.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
 #include "tessera/tessera.h"
 #include "train.h"
+
+namespace {
+
+// `tessera info`: the build (CUDA libraries and architectures) and every GPU.
+void print_info() {
+  namespace cuda = tessera::cuda;
+  std::printf("tessera %s, CPU threads %d\n", "0.1.0", tessera::get_num_threads());
+  if (!cuda::is_built()) {
+    std::printf("CUDA: not built (configure with the cuda preset)\n");
+    return;
+  }
+  const cuda::BuildInfo b = cuda::build_info();
+  auto or_none = [](const std::string& v) { return v.empty() ? std::string("none") : v; };
+  std::printf("CUDA runtime %s, driver %s, cuDNN %s, cuBLAS %s, NCCL %s\n", or_none(b.cuda_runtime).c_str(),
+              or_none(b.driver).c_str(), or_none(b.cudnn).c_str(), or_none(b.cublas).c_str(),
+              or_none(b.nccl).c_str());
+  std::string archs;
+  for (int a : b.architectures) archs += (archs.empty() ? "sm_" : ", sm_") + std::to_string(a);
+  for (int a : b.ptx_architectures) archs += (archs.empty() ? "compute_" : ", compute_") + std::to_string(a) + " (PTX)";
+  std::printf("architectures: %s\n", archs.empty() ? "chosen at build time (native or all)" : archs.c_str());
+  const int n = cuda::device_count();
+  if (n == 0) std::printf("GPUs: none found\n");
+  for (int i = 0; i < n; ++i) {
+    const cuda::DeviceProperties p = cuda::get_device_properties(i);
+    std::printf("GPU %d: %s, sm_%d%d, %.2f GiB, %d SMs\n", i, p.name.c_str(), p.major, p.minor,
+                static_cast<double>(p.total_memory) / (1024.0 * 1024.0 * 1024.0), p.multi_processor_count);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: deep learning in C++"};
@@ -39,7 +70,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train) return tessera::app::run_train(t);
-    std::printf("tessera %s, CPU threads %d\n", "0.1.0", tessera::get_num_threads());
+    print_info();
     return 0;
   } catch (const tessera::Error& e) {
     std::fprintf(stderr, "tessera: %s\n", e.what());

@@ -117,6 +117,9 @@ class Event {
 };
 
 // ---- the caching allocator --------------------------------------------------------------------
+// Device memory is cached and reused as by PyTorch's caching allocator; settings come from the
+// environment variable TESSERA_CUDA_ALLOC_CONF (e.g. max_split_size_mb:256, backend:cudaMalloc), read at
+// a device's first allocation; a bad setting raises ValueError there.
 // Keys as PyTorch's torch.cuda.memory_stats(): "allocated_bytes.all.current", "reserved_bytes.large_pool.peak",
 // "active_bytes.small_pool.allocated", "inactive_split_bytes.all.current", "num_alloc_retries",
 // "num_ooms", "allocation.all.current", "segment.all.current", ...
@@ -126,24 +129,37 @@ int64_t max_memory_allocated(int device_index = -1);
 int64_t memory_reserved(int device_index = -1);
 int64_t max_memory_reserved(int device_index = -1);
 void reset_peak_memory_stats(int device_index = -1);
+
+void reset_accumulated_memory_stats(int device_index = -1);  // the .allocated/.freed sums and num_* counters
 std::string memory_summary(int device_index = -1);  // a readable table
 
+// memory_snapshot(): every segment (one cudaMalloc) of every device, in address order, with its blocks in
+// address order. A block is allocated, or active (allocated, or freed but still awaiting the streams
+// that record_stream named), or free (cached for reuse).
 struct BlockInfo {
+  uintptr_t address = 0;
   int64_t size = 0;
   bool allocated = false;
-  int64_t requested_size = 0;
+  bool active = false;
+  int64_t requested_size = 0;  // what was asked for (allocated blocks; 0 otherwise)
 };
 struct SegmentInfo {
   int device = 0;
   uintptr_t address = 0;
   int64_t total_size = 0;
-  int64_t allocated_size = 0;
-  bool is_large = false;
-  void* stream = nullptr;
+  int64_t allocated_size = 0;  // sum of the allocated blocks
+  int64_t active_size = 0;     // sum of the active blocks
+  int64_t requested_size = 0;  // sum of the allocated blocks' requests
+  bool is_large = false;       // large pool (else small pool: requests of at most 1 MiB)
+  void* stream = nullptr;      // the cudaStream_t the segment's blocks belong to
   std::vector<BlockInfo> blocks;
 };
 std::vector<SegmentInfo> memory_snapshot();
+// Returns every cached segment whose blocks are all free to the device (waiting for the streams that
+// still use freed blocks first).
 void empty_cache();
+// Caps this process's reserved memory on a device at fraction * total memory: allocations beyond raise
+// OutOfMemoryError (ValueError for a fraction outside [0, 1]).
 void set_per_process_memory_fraction(double fraction, int device_index = -1);
 
 // ---- math switches -----------------------------------------------------------------------------

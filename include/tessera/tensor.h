@@ -22,6 +22,9 @@ namespace tessera {
 
 class TensorImpl;
 class Generator;
+namespace cuda {
+class Stream;
+}
 class Node;
 class Tensor;
 using TensorList = std::vector<Tensor>;
@@ -93,6 +96,13 @@ class Tensor {
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
   template <class T> std::vector<T> tolist() const;  // flattened row-major values, converted to T
+  // A copy of a CPU tensor in page-locked (pinned) host memory, which asynchronous copies to and from a
+  // GPU need; the tensor itself if it is pinned already. DeviceError without CUDA or a GPU.
+  Tensor pin_memory() const;
+  bool is_pinned() const;  // CPU tensor in page-locked memory (false in a build without CUDA)
+  // Marks this CUDA tensor's memory as used by `stream` (not the stream it was allocated on): when the
+  // tensor is freed, the memory is reused only after the work queued on `stream` so far has finished.
+  void record_stream(const cuda::Stream& stream) const;
 
   // ---- views (share storage) -------------------------------------------------------------------
   Tensor view(const Shape& sizes) const;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "data/epoch_run.h"
+#include "tessera/cuda.h"
 #include "tessera/data/dataloader.h"
 #include "tessera/error.h"
 #include "tessera/functions.h"
@@ -89,6 +90,12 @@ void DataLoader::Iterator::load() {
     return;
   }
   current_ = run_->next();
+  // pin_memory: page-locked batches, so that copies to the GPU can be asynchronous (without a GPU there
+  // is nothing to pin for, and the batch stays as it is, as in PyTorch).
+  if (run_->options().pin_memory && cuda::is_available()) {
+    for (Tensor& t : current_.tensors())
+      if (t.defined() && t.is_cpu()) t = t.pin_memory();
+  }
 }
 
 Example& DataLoader::Iterator::operator*() const {

@@ -29,6 +29,7 @@ class EpochRun {
   EpochRun& operator=(const EpochRun&) = delete;
 
   int64_t num_batches() const { return num_batches_; }
+  const DataLoaderOptions& options() const { return options_; }
   // The next batch in order; rethrows the exception that building it raised.
   Example next();
 

@@ -49,7 +49,7 @@ struct DataLoaderOptions {
   bool shuffle = false;
   int64_t num_workers = 0;           // 0: batches are built by the iterating thread
   bool drop_last = false;            // drop the last batch when it is smaller than batch_size
-  bool pin_memory = false;           // accepted for PyTorch parity; no pinned allocator yet: a no-op
+  bool pin_memory = false;           // batches in pinned host memory when a GPU is present (else a no-op)
   std::optional<uint64_t> seed = std::nullopt;  // shuffle seed; see Note [DataLoader order]
   int64_t prefetch_factor = 2;       // batches queued per worker
   CollateFn collate = nullptr;       // empty: default_collate (and Dataset::get_batch where offered)

@@ -5,6 +5,7 @@
 #include <array>
 #include <mutex>
 
+#include "runtime/cuda/cuda_backends.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "tessera/error.h"
@@ -22,6 +23,7 @@ cudaStream_t default_raw(int index) {
   TS_CHECK(index >= 0 && index < device_count() && index < kMaxDevices, DeviceError, "stream: invalid device cuda:",
            index, " (", device_count(), " found)");
   std::call_once(once[index], [index] {
+    check_device_architecture(index);  // a device's first use (a failure leaves the flag unset)
     CurrentDevice g(index);
     TS_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[index], cudaStreamNonBlocking));
   });
@@ -57,6 +59,7 @@ void set_current_stream(const Stream& s) {
 
 Stream Stream::create(int device_index, Priority p) {
   const int d = resolve(device_index);
+  check_device_architecture(d);
   CurrentDevice g(d);
   int least = 0, greatest = 0;
   TS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));

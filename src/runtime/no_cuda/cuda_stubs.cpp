@@ -47,6 +47,7 @@ int64_t max_memory_allocated(int) { no_cuda("max_memory_allocated"); }
 int64_t memory_reserved(int) { no_cuda("memory_reserved"); }
 int64_t max_memory_reserved(int) { no_cuda("max_memory_reserved"); }
 void reset_peak_memory_stats(int) { no_cuda("reset_peak_memory_stats"); }
+void reset_accumulated_memory_stats(int) { no_cuda("reset_accumulated_memory_stats"); }
 std::string memory_summary(int) { no_cuda("memory_summary"); }
 std::vector<SegmentInfo> memory_snapshot() { no_cuda("memory_snapshot"); }
 void empty_cache() {}  // nothing cached: a no-op, as torch.cuda.empty_cache() without CUDA initialised
