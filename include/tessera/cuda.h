@@ -169,6 +169,11 @@ void set_allow_tf32(bool matmul);
 bool allow_tf32();
 void set_cudnn_allow_tf32(bool conv);
 bool cudnn_allow_tf32();
+// How cuDNN convolution algorithms are chosen, once per shape (PyTorch: torch.backends.cudnn.benchmark,
+// default false): false takes cuDNN's heuristics; true times the candidate algorithms on the first call
+// of each shape (that call synchronizes and needs extra workspace) and keeps the fastest.
+void set_cudnn_benchmark(bool benchmark);
+bool cudnn_benchmark();
 
 // ---- build information ---------------------------------------------------------------------------
 struct BuildInfo {

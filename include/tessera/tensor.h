@@ -29,6 +29,11 @@ class Node;
 class Tensor;
 using TensorList = std::vector<Tensor>;
 
+// The order in which a dense tensor's elements lie in memory (PyTorch's torch.memory_format).
+// Contiguous: row-major. ChannelsLast: a 4-D (N, C, H, W) tensor stored as (N, H, W, C), i.e. with
+// strides (H*W*C, 1, W*C, C); convolutions and pooling keep it (Note [Channels-last outputs]).
+enum class MemoryFormat { Contiguous, ChannelsLast };
+
 // How a factory lays out its result. Implicit from a dtype, a device or a device string, so that
 // `zeros({2, 3}, kInt64)`, `zeros({2, 3}, "meta")` and `zeros({2, 3}, {kFloat16, "cuda"})` all read well.
 struct TensorOptions {
@@ -67,6 +72,9 @@ class Tensor {
   size_t element_size() const;
   size_t nbytes() const;
   bool is_contiguous() const;
+  // Dense in `format`'s order; ChannelsLast holds only for 4-D tensors. Size-1 dims may have any
+  // stride, so a tensor can be both (e.g. (N, C, 1, 1)).
+  bool is_contiguous(MemoryFormat format) const;
   bool is_floating_point() const { return tessera::is_floating_point(dtype()); }
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }
@@ -91,6 +99,8 @@ class Tensor {
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda() const { return to(Device::cuda()); }
   Tensor contiguous() const;
+  // This tensor when it already is_contiguous(format), else a copy laid out so (ChannelsLast: 4-D only).
+  Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);

@@ -27,6 +27,10 @@ Device Tensor::device() const { return impl_->device(); }
 size_t Tensor::element_size() const { return tessera::element_size(impl_->dtype()); }
 size_t Tensor::nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
 bool Tensor::is_contiguous() const { return impl_->is_contiguous(); }
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return is_contiguous();
+  return is_channels_last_layout(sizes(), strides());
+}
 bool Tensor::is_alias_of(const Tensor& o) const { return impl_->storage() == o.impl_->storage(); }
 uint64_t Tensor::version() const { return impl_->storage()->version(); }
 
@@ -90,6 +94,17 @@ Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   return clone();
+}
+
+// A copy through copy_, as clone(), so that autograd sees the same recorded copy.
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return contiguous();
+  TS_CHECK(dim() == 4, ShapeError, "contiguous: the channels_last memory format needs a 4-D tensor, got a ", dim(),
+           "-D tensor of size ", sizes());
+  if (is_contiguous(format)) return *this;
+  Tensor out = make_empty_strided(sizes(), channels_last_strides(sizes()), dtype(), device());
+  out.copy_(*this);
+  return out;
 }
 
 Tensor Tensor::clone() const {

@@ -1,6 +1,8 @@
 // Convolutions: conv1d, conv2d, conv_transpose2d and conv2d's weight gradient (conv_ops.h). Each op
 // validates devices, dtypes and shapes with PyTorch's messages, computes the output size, allocates
-// a contiguous result and calls one slot of ops/conv_kernel.h with a ConvGeometry in conv2d terms.
+// the result and calls one slot of ops/conv_kernel.h with a ConvGeometry in conv2d terms.
+// The result is channels-last when an input (x or weight; grad or x for the weight gradient) is, and
+// row-major contiguous otherwise (Note [Channels-last outputs] in op_utils.h), on every device.
 //
 // Unbatched (C, H, W) inputs run as a batch of one: the op unsqueezes, calls its 4-D form (which is
 // what autograd records) and squeezes the result, so every recorded conv node sees 4-D tensors.
@@ -116,7 +118,8 @@ Tensor conv2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias, IntPair s
   const char* op = "conv2d";
   ConvGeometry g = conv2d_geometry(op, x, w, stride, padding, dilation, groups);
   check_bias(op, w, bias, g.out_channels);
-  Tensor out = make_empty({g.batch, g.out_channels, g.out_h, g.out_w}, x.dtype(), x.device());
+  const bool cl = suggests_channels_last(x) || suggests_channels_last(w);
+  Tensor out = make_empty_in_format({g.batch, g.out_channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   conv2d_forward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
     record_op(op, {x, w, bias}, {out},
@@ -164,7 +167,8 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias,
   TS_CHECK(g.in_h > 0 && g.in_w > 0, ShapeError, op, ": Given input size per channel: ", pair_str(g.out_h, g.out_w),
            ". Calculated output size per channel: ", pair_str(g.in_h, g.in_w), ". Output size is too small");
   check_bias(op, w, bias, g.in_channels);
-  Tensor out = make_empty({g.batch, g.in_channels, g.in_h, g.in_w}, x.dtype(), x.device());
+  const bool cl = suggests_channels_last(x) || suggests_channels_last(w);
+  Tensor out = make_empty_in_format({g.batch, g.in_channels, g.in_h, g.in_w}, x.dtype(), x.device(), cl);
   conv2d_input_backward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
     record_op(op, {x, w, bias}, {out},
@@ -264,7 +268,8 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, IntPair kerne
            " for input of size ", x.sizes(), ", got ", grad.sizes());
   g.out_h = grad.size(2);
   g.out_w = grad.size(3);
-  Tensor out = make_empty(w_meta.sizes(), x.dtype(), x.device());
+  const bool cl = suggests_channels_last(grad) || suggests_channels_last(x);
+  Tensor out = make_empty_in_format(w_meta.sizes(), x.dtype(), x.device(), cl);
   conv2d_weight_backward_kernel(out.device(), out, grad.detach(), x.detach(), g);
   if (should_record({&grad, &x}))
     record_op(op, {grad, x}, {out},

@@ -1,4 +1,4 @@
-// Kernel slots of the convolution and pooling family (NCHW).
+// Kernel slots of the convolution and pooling family ((N, C, H, W) sizes, any memory order).
 //
 // Every convolution kernel works in the terms of one conv2d, described by ConvGeometry: an "image"
 // (N, C_in, H, W), a weight (C_out, C_in / groups, KH, KW) and the conv2d output (N, C_out, OH, OW).
@@ -11,7 +11,9 @@
 //
 // Invariants the meta functions (ops/conv.cpp, ops/pool.cpp) guarantee before calling a slot:
 //  - all tensors are on one device, with one floating dtype, 4-D (bias 1-D), sizes consistent with
-//    the geometry; inputs may have any strides; results are freshly allocated and contiguous.
+//    the geometry; inputs may have any strides; results are freshly allocated and dense, either
+//    row-major contiguous or channels-last (Note [Channels-last outputs] in ops/op_utils.h); a kernel
+//    that computes in one layout writes the other through a copy.
 //  - the geometry's output sizes follow from its input sizes by the conv / pooling formula.
 //  - a bias argument may be undefined (no bias).
 #pragma once

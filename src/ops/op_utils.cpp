@@ -50,4 +50,13 @@ void check_writable(const char* op, const Tensor& out) {
 
 Scalar scalar_from_tensor(const Tensor& t) { return t.item(); }
 
+bool suggests_channels_last(const Tensor& t) {
+  return t.defined() && t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast);
+}
+
+Tensor make_empty_in_format(const Shape& sizes, DType dtype, Device device, bool channels_last) {
+  if (!channels_last) return make_empty(sizes, dtype, device);
+  return make_empty_strided(sizes, channels_last_strides(sizes), dtype, device);
+}
+
 }  // namespace tessera

@@ -24,4 +24,12 @@ void write_out(Tensor& out, const Tensor& result);
 void check_writable(const char* op, const Tensor& out);
 Scalar scalar_from_tensor(const Tensor& t);  // item() without the op name
 
+// Note [Channels-last outputs]: as PyTorch, convolution and pooling ops return channels-last results
+// when an input is channels-last, on every device, so that an NHWC network stays NHWC without copies.
+// "Is channels-last" means 4-D, dense in NHWC order and not also row-major contiguous (a tensor that is
+// both, e.g. (N, C, 1, 1), says nothing about the caller's preference and keeps the default).
+bool suggests_channels_last(const Tensor& t);
+// A new uninitialized tensor, channels-last (4-D sizes) or contiguous.
+Tensor make_empty_in_format(const Shape& sizes, DType dtype, Device device, bool channels_last);
+
 }  // namespace tessera

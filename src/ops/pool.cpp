@@ -5,6 +5,8 @@
 //
 // Unbatched (C, H, W) inputs run as a batch of one, as in conv.cpp, so recorded nodes see 4-D
 // tensors. Max pooling indices are flat positions h * W + w within each plane, int64, as PyTorch's.
+// Results (and max pooling's indices) are channels-last when the input (grad for the backward ops) is,
+// row-major contiguous otherwise (Note [Channels-last outputs] in op_utils.h), on every device.
 #include <string>
 
 #include "ops/autograd_hook.h"
@@ -105,8 +107,9 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kern
   Tensor x4 = as_4d(x);
   PoolGeometry g = pool_geometry(op, x4.sizes(), kernel_size, stride.value_or(kernel_size), padding, dilation, ceil_mode);
   const Shape out_sizes{x4.size(0), x4.size(1), g.out_h, g.out_w};
-  Tensor out = make_empty(out_sizes, x.dtype(), x.device());
-  Tensor indices = make_empty(out_sizes, kInt64, x.device());
+  const bool cl = suggests_channels_last(x4);
+  Tensor out = make_empty_in_format(out_sizes, x.dtype(), x.device(), cl);
+  Tensor indices = make_empty_in_format(out_sizes, kInt64, x.device(), cl);
   max_pool2d_kernel(out.device(), out, indices, x4.detach(), g);
   if (should_record({&x4})) record_op("max_pool2d_with_indices", {x4}, {out}, make_attrs({}, {indices}));
   return {from_4d(out, unbatched), from_4d(indices, unbatched)};
@@ -127,7 +130,8 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> s
   const IntPair s = stride.value_or(kernel_size);
   PoolGeometry g = pool_geometry(op, x4.sizes(), kernel_size, s, padding, 1, ceil_mode);
   g.count_include_pad = count_include_pad;
-  Tensor out = make_empty({x4.size(0), x4.size(1), g.out_h, g.out_w}, x.dtype(), x.device());
+  Tensor out = make_empty_in_format({x4.size(0), x4.size(1), g.out_h, g.out_w}, x.dtype(), x.device(),
+                                    suggests_channels_last(x4));
   avg_pool2d_kernel(out.device(), out, x4.detach(), g);
   if (should_record({&x4}))
     record_op(op, {x4}, {out},
@@ -151,7 +155,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
   g.in_w = x4.size(3);
   g.out_h = output_size.h;
   g.out_w = output_size.w;
-  Tensor out = make_empty({x4.size(0), x4.size(1), g.out_h, g.out_w}, x.dtype(), x.device());
+  Tensor out = make_empty_in_format({x4.size(0), x4.size(1), g.out_h, g.out_w}, x.dtype(), x.device(),
+                                    suggests_channels_last(x4));
   adaptive_avg_pool2d_kernel(out.device(), out, x4.detach(), g);
   if (should_record({&x4})) record_op(op, {x4}, {out});
   return from_4d(out, unbatched);
@@ -173,7 +178,8 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shap
   g.in_w = input_sizes[3];
   g.out_h = grad.size(2);
   g.out_w = grad.size(3);
-  Tensor out = make_empty(input_sizes, grad.dtype(), grad.device());
+  Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(),
+                                    suggests_channels_last(grad) || suggests_channels_last(indices));
   max_pool2d_backward_kernel(out.device(), out, grad.detach(), indices, g);
   if (should_record({&grad})) record_op(op, {grad}, {out}, make_attrs({}, {indices}));
   return out;
@@ -187,7 +193,7 @@ Tensor avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes, IntPair
   PoolGeometry g = pool_geometry(op, input_sizes, kernel_size, stride, padding, 1, ceil_mode);
   g.count_include_pad = count_include_pad;
   check_backward_grad(op, grad, input_sizes, g.out_h, g.out_w);
-  Tensor out = make_empty(input_sizes, grad.dtype(), grad.device());
+  Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(), suggests_channels_last(grad));
   avg_pool2d_backward_kernel(out.device(), out, grad.detach(), g);
   if (should_record({&grad}))
     record_op(op, {grad}, {out},
@@ -208,7 +214,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes
   g.in_w = input_sizes[3];
   g.out_h = grad.size(2);
   g.out_w = grad.size(3);
-  Tensor out = make_empty(input_sizes, grad.dtype(), grad.device());
+  Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(), suggests_channels_last(grad));
   adaptive_avg_pool2d_backward_kernel(out.device(), out, grad.detach(), g);
   if (should_record({&grad})) record_op(op, {grad}, {out});
   return out;

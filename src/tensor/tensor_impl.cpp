@@ -39,6 +39,29 @@ bool is_contiguous_layout(const Shape& sizes, const Shape& strides) {
   return true;
 }
 
+bool is_channels_last_layout(const Shape& sizes, const Shape& strides) {
+  if (sizes.size() != 4) return false;
+  int64_t expected = 1;
+  for (size_t d : {1, 3, 2, 0}) {  // C, W, H, N: innermost first
+    if (sizes[d] == 0) return true;
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+Shape channels_last_strides(const Shape& sizes) {
+  TS_CHECK(sizes.size() == 4, ShapeError, "channels_last: expected 4-D sizes (N, C, H, W), got ", sizes);
+  auto at_least_1 = [](int64_t v) { return v > 1 ? v : int64_t(1); };
+  Shape st(4);
+  st[1] = 1;
+  st[3] = at_least_1(sizes[1]);
+  st[2] = st[3] * at_least_1(sizes[3]);
+  st[0] = st[2] * at_least_1(sizes[2]);
+  return st;
+}
+
 int64_t storage_extent(const Shape& sizes, const Shape& strides) {
   int64_t hi = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -68,6 +68,12 @@ Tensor make_empty_strided(const Shape& sizes, const Shape& strides, DType dtype,
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 // Whether sizes/strides describe a row-major dense layout (size-1 dims may have any stride).
 bool is_contiguous_layout(const Shape& sizes, const Shape& strides);
+// Whether 4-D sizes/strides are dense in channels-last (N, H, W, C) order (size-1 dims may have any
+// stride; an empty layout counts as dense, as for is_contiguous_layout). False for other ranks.
+bool is_channels_last_layout(const Shape& sizes, const Shape& strides);
+// The channels-last strides of 4-D sizes (N, C, H, W): (H*W*C, 1, W*C, C), with size-0 dims counted
+// as 1 (as contiguous_strides does).
+Shape channels_last_strides(const Shape& sizes);
 // Number of elements of storage a layout reaches: 1 + sum((size - 1) * stride), 0 if empty.
 int64_t storage_extent(const Shape& sizes, const Shape& strides);
 

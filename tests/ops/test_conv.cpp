@@ -4,6 +4,7 @@
 // 1.13 (hard-coded in conv_reference_data.h by conv_reference.py); errors with their classes.
 #include <string>
 
+#include "ops/conv_ops.h"
 #include "ops/conv_ref.h"
 #include "ops/conv_reference_data.h"
 
@@ -260,4 +261,26 @@ TEST(ConvErrors, Devices) {
   EXPECT_THROW(ts::conv2d(x, w, ts::empty({4}, "meta")), ts::DeviceError);
   EXPECT_THROW(ts::conv1d(ts::ones({2, 3, 5}), ts::empty({4, 3, 3}, "meta")), ts::DeviceError);
   EXPECT_THROW(ts::conv_transpose2d(ts::empty({1, 4, 3, 3}, "meta"), ts::ones({4, 2, 3, 3})), ts::DeviceError);
+}
+
+TEST(ConvChannelsLast, ResultsKeepTheLayoutAndValues) {
+  const ts::MemoryFormat cl = ts::MemoryFormat::ChannelsLast;
+  for (ts::DType dt : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(dt));
+    ts::Tensor x = test_data({2, 4, 7, 6}, dt, 80), w = test_data({6, 2, 3, 3}, dt, 81), b = test_data({6}, dt, 82);
+    ts::Tensor y = ts::conv2d(x, w, b, 2, 1, 1, 2);
+    EXPECT_TRUE(y.is_contiguous());
+    // An input or a weight in channels-last gives a channels-last result of the same values.
+    for (const auto& [xi, wi] : {std::pair{x.contiguous(cl), w}, std::pair{x, w.contiguous(cl)}}) {
+      ts::Tensor yc = ts::conv2d(xi, wi, b, 2, 1, 1, 2);
+      EXPECT_TRUE(yc.is_contiguous(cl) && !yc.is_contiguous());
+      EXPECT_TRUE(all_close(yc, y, {0, 0}));
+    }
+    ts::Tensor t = ts::conv_transpose2d(y.contiguous(cl), w, std::nullopt, 2, 1, 1, 2);
+    EXPECT_TRUE(t.is_contiguous(cl) && !t.is_contiguous());
+    EXPECT_TRUE(all_close(t, ts::conv_transpose2d(y, w, std::nullopt, 2, 1, 1, 2), {0, 0}));
+    ts::Tensor dw = ts::conv2d_backward_weight(y.contiguous(cl), x, {3, 3}, 2, 1, 1, 2);
+    EXPECT_TRUE(dw.is_contiguous(cl) && !dw.is_contiguous());
+    EXPECT_TRUE(all_close(dw, ts::conv2d_backward_weight(y, x, {3, 3}, 2, 1, 1, 2), {0, 0}));
+  }
 }

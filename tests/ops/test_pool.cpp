@@ -234,3 +234,37 @@ TEST(PoolErrors, ShapesValuesDTypesDevices) {
   EXPECT_THROW(ts::avg_pool2d_backward(ts::ones({2, 3, 2, 2}), x.sizes(), 2, 2, 0, false, true), ts::ShapeError);
   EXPECT_THROW(ts::adaptive_avg_pool2d_backward(ts::ones({2, 3, 2, 2}), {2, 4, 6, 6}), ts::ShapeError);
 }
+
+TEST(PoolChannelsLast, ResultsKeepTheLayoutAndValues) {
+  const ts::MemoryFormat cl = ts::MemoryFormat::ChannelsLast;
+  for (ts::DType dt : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(dt));
+    ts::Tensor x = test_data({2, 3, 9, 8}, dt, 70);
+    ts::Tensor xc = x.contiguous(cl);
+    auto [m, idx] = ts::max_pool2d_with_indices(x, 3, 2, 1);
+    auto [mc, idxc] = ts::max_pool2d_with_indices(xc, 3, 2, 1);
+    EXPECT_TRUE(mc.is_contiguous(cl) && !mc.is_contiguous());
+    EXPECT_TRUE(idxc.is_contiguous(cl) && !idxc.is_contiguous());
+    EXPECT_TRUE(all_close(mc, m, {0, 0}));
+    EXPECT_TRUE(all_close(idxc, idx, {0, 0}));
+    ts::Tensor a = ts::avg_pool2d(xc, 3, 2, 1, true, false);
+    EXPECT_TRUE(a.is_contiguous(cl) && !a.is_contiguous());
+    EXPECT_TRUE(all_close(a, ts::avg_pool2d(x, 3, 2, 1, true, false), {0, 0}));
+    ts::Tensor ad = ts::adaptive_avg_pool2d(xc, {4, 3});
+    EXPECT_TRUE(ad.is_contiguous(cl) && !ad.is_contiguous());
+    EXPECT_TRUE(all_close(ad, ts::adaptive_avg_pool2d(x, {4, 3}), {0, 0}));
+    // Backward ops follow their gradient's layout.
+    ts::Tensor g = test_data(m.sizes(), dt, 71);
+    ts::Tensor d = ts::max_pool2d_backward(g.contiguous(cl), idx, x.sizes());
+    EXPECT_TRUE(d.is_contiguous(cl) && !d.is_contiguous());
+    EXPECT_TRUE(all_close(d, ts::max_pool2d_backward(g, idx, x.sizes()), {0, 0}));
+    ts::Tensor ga = test_data(a.sizes(), dt, 72);
+    ts::Tensor da = ts::avg_pool2d_backward(ga.contiguous(cl), x.sizes(), 3, 2, 1, true, false);
+    EXPECT_TRUE(da.is_contiguous(cl) && !da.is_contiguous());
+    EXPECT_TRUE(all_close(da, ts::avg_pool2d_backward(ga, x.sizes(), 3, 2, 1, true, false), {0, 0}));
+    ts::Tensor gd = test_data(ad.sizes(), dt, 73);
+    ts::Tensor dd = ts::adaptive_avg_pool2d_backward(gd.contiguous(cl), x.sizes());
+    EXPECT_TRUE(dd.is_contiguous(cl) && !dd.is_contiguous());
+    EXPECT_TRUE(all_close(dd, ts::adaptive_avg_pool2d_backward(gd, x.sizes()), {0, 0}));
+  }
+}

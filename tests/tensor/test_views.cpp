@@ -194,3 +194,30 @@ TEST(Views, SplitChunkUnbind) {
   EXPECT_THROW(a.split(std::vector<int64_t>{3, 3}), ts::ShapeError);
   EXPECT_EQ(a.view({2, 5}).unbind(1).size(), 5u);
 }
+
+TEST(MemoryFormat, ChannelsLastStridesAndContiguity) {
+  ts::Tensor x = ts::arange(2 * 3 * 4 * 5).to(ts::kFloat32).reshape({2, 3, 4, 5});
+  EXPECT_TRUE(x.is_contiguous(ts::MemoryFormat::Contiguous));
+  EXPECT_FALSE(x.is_contiguous(ts::MemoryFormat::ChannelsLast));
+  ts::Tensor cl = x.contiguous(ts::MemoryFormat::ChannelsLast);
+  EXPECT_EQ(cl.strides(), (ts::Shape{60, 1, 15, 3}));
+  EXPECT_TRUE(cl.is_contiguous(ts::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(cl.is_contiguous());
+  EXPECT_EQ(cl.tolist<float>(), x.tolist<float>());  // same values, other memory order
+  EXPECT_TRUE(cl.contiguous(ts::MemoryFormat::ChannelsLast).is_same(cl));  // already laid out: no copy
+  ts::Tensor back = cl.contiguous();
+  EXPECT_TRUE(back.is_contiguous());
+  EXPECT_EQ(back.tolist<float>(), x.tolist<float>());
+  // The permute spelling is the same layout.
+  EXPECT_TRUE(x.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}).is_contiguous(ts::MemoryFormat::ChannelsLast));
+  // Size-1 dims take any stride: (N, C, 1, 1) and (N, 1, H, W) are both layouts at once.
+  EXPECT_TRUE(ts::zeros({2, 3, 1, 1}).is_contiguous(ts::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(ts::zeros({2, 1, 4, 5}).is_contiguous(ts::MemoryFormat::ChannelsLast));
+  // Only 4-D tensors are channels-last.
+  EXPECT_FALSE(ts::zeros({2, 3, 4}).is_contiguous(ts::MemoryFormat::ChannelsLast));
+  EXPECT_THROW(ts::zeros({2, 3, 4}).contiguous(ts::MemoryFormat::ChannelsLast), ts::ShapeError);
+  // Gradients flow through the copy.
+  ts::Tensor leaf = ts::ones({1, 2, 2, 2}).requires_grad_();
+  leaf.contiguous(ts::MemoryFormat::ChannelsLast).mul(3.0).sum().backward();
+  EXPECT_EQ(leaf.grad().tolist<float>(), std::vector<float>(8, 3.0f));
+}

@@ -1,7 +1,8 @@
 // CPU convolution kernels behind ops/conv_kernel.h: im2col + one OpenBLAS GEMM per (sample, group),
 // col2im for the input gradient (conv_transpose2d), and GEMMs against the patches for the weight
 // gradient. float32 / float64 run natively (sgemm / dgemm); float16 / bfloat16 are widened to float32
-// once at the entry, computed in float32 and rounded once.
+// once at the entry, computed in float32 and rounded once. Operands are made contiguous at the entry;
+// a channels-last result is computed contiguous and copied.
 //
 // Shapes per sample n and group g (Cg = C_in / G, Cog = C_out / G, K = Cg * KH * KW, L = OH * OW):
 //   col (K, L)  = im2col(x[n, g])                     patches; row (c, kh, kw), column (oh, ow)
@@ -281,13 +282,15 @@ Tensor compute_operand(const Tensor& t) {
   return c.contiguous();
 }
 
-// Calls fn<T>(result_ptr, operands...) on compute operands and rounds into `out` when it was widened.
+// Calls fn<T>(result_ptr, operands...) on compute operands and writes `out` from the contiguous
+// result (rounding when widened; a channels-last `out` is written through that copy as well).
 template <class Fn>
 void run_widened(const Tensor& out, std::initializer_list<const Tensor*> inputs, const char* op, Fn&& fn) {
   std::vector<Tensor> ops;
   for (const Tensor* t : inputs) ops.push_back(compute_operand(*t));
   const bool widened = out.dtype() == kFloat16 || out.dtype() == kBFloat16;
-  Tensor result = widened ? make_empty(out.sizes(), kFloat32, out.device()) : out;
+  const bool direct = !widened && out.is_contiguous();
+  Tensor result = direct ? out : make_empty(out.sizes(), widened ? kFloat32 : out.dtype(), out.device());
   dispatch_dtype<DTypeSet::Floating>(result.dtype(), op, [&]<class T>(TypeTag<T>) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       std::vector<const T*> ptrs;
@@ -295,7 +298,7 @@ void run_widened(const Tensor& out, std::initializer_list<const Tensor*> inputs,
       fn(result.data_ptr<T>(), ptrs);
     }
   });
-  if (widened) Tensor(out).copy_(result);
+  if (!direct) Tensor(out).copy_(result);
 }
 
 void conv2d_forward_cpu(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, const ConvGeometry& g) {

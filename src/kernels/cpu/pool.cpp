@@ -1,7 +1,8 @@
 // CPU pooling kernels behind ops/conv_kernel.h: max, average and adaptive average pooling over the
 // (H, W) planes of NCHW tensors, forward and backward. Inputs are made contiguous at the entry, so a
 // plane is a dense H x W block; planes are independent and run in parallel over OpenMP, handed out dynamically (backward
-// scatters stay within their plane, so no two threads write one element).
+// scatters stay within their plane, so no two threads write one element). A channels-last result is
+// computed contiguous and copied.
 //
 // Window bounds and divisors follow PyTorch's CPU kernels exactly (MaxPoolKernel.cpp,
 // AvgPoolKernel.cpp, AdaptiveAvgPoolKernel.cpp): a max window's index starts at its first in-bounds tap
@@ -20,6 +21,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "ops/conv_kernel.h"
 #include "tensor/dispatch_dtype.h"
+#include "tensor/tensor_impl.h"
 
 namespace tessera::cpu {
 namespace {
@@ -261,20 +263,40 @@ void adaptive_avg_pool_backward(T* dx, const T* grad, const PoolGeometry& g) {
 
 // ---- tensor-level entries: contiguous operands, one dtype dispatch per call ----------------------
 
+// The tensor a kernel writes: `out` itself when contiguous, else a contiguous temporary that
+// finish() copies into `out` (a channels-last result).
+class ContiguousResult {
+ public:
+  explicit ContiguousResult(const Tensor& out)
+      : out_(out), tmp_(out.is_contiguous() ? out : make_empty(out.sizes(), out.dtype(), out.device())) {}
+  const Tensor& get() const { return tmp_; }
+  void finish() {
+    if (!tmp_.is_same(out_)) Tensor(out_).copy_(tmp_);
+  }
+
+ private:
+  Tensor out_, tmp_;
+};
+
 void max_pool2d_cpu(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor xc = x.contiguous();
+  ContiguousResult o(out), i(indices);
   dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>(TypeTag<T>) {
-    max_pool<T>(out.data_ptr<T>(), indices.data_ptr<int64_t>(), xc.data_ptr<T>(), g);
+    max_pool<T>(o.get().data_ptr<T>(), i.get().data_ptr<int64_t>(), xc.data_ptr<T>(), g);
   });
+  o.finish();
+  i.finish();
 }
 
 void max_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor gc = grad.contiguous(), ic = indices.contiguous();
+  ContiguousResult o(out);
   const std::optional<int64_t> bad = dispatch_floating(out.dtype(), "max_pool2d_backward", [&]<class T>(TypeTag<T>) {
-    return max_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), ic.data_ptr<int64_t>(), g);
+    return max_pool_backward<T>(o.get().data_ptr<T>(), gc.data_ptr<T>(), ic.data_ptr<int64_t>(), g);
   });
+  if (!bad) o.finish();
   TS_CHECK(!bad, IndexError, "max_pool2d_backward: index ", bad.value_or(0), " is out of bounds for a plane of ",
            g.in_h * g.in_w, " elements");
 }
@@ -282,33 +304,41 @@ void max_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor
 void avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor xc = x.contiguous();
+  ContiguousResult o(out);
   dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>(TypeTag<T>) {
-    avg_pool<T>(out.data_ptr<T>(), xc.data_ptr<T>(), g);
+    avg_pool<T>(o.get().data_ptr<T>(), xc.data_ptr<T>(), g);
   });
+  o.finish();
 }
 
 void avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor gc = grad.contiguous();
+  ContiguousResult o(out);
   dispatch_floating(out.dtype(), "avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
-    avg_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), g);
+    avg_pool_backward<T>(o.get().data_ptr<T>(), gc.data_ptr<T>(), g);
   });
+  o.finish();
 }
 
 void adaptive_avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor xc = x.contiguous();
+  ContiguousResult o(out);
   dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T>(TypeTag<T>) {
-    adaptive_avg_pool<T>(out.data_ptr<T>(), xc.data_ptr<T>(), g);
+    adaptive_avg_pool<T>(o.get().data_ptr<T>(), xc.data_ptr<T>(), g);
   });
+  o.finish();
 }
 
 void adaptive_avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   if (out.numel() == 0) return;
   Tensor gc = grad.contiguous();
+  ContiguousResult o(out);
   dispatch_floating(out.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
-    adaptive_avg_pool_backward<T>(out.data_ptr<T>(), gc.data_ptr<T>(), g);
+    adaptive_avg_pool_backward<T>(o.get().data_ptr<T>(), gc.data_ptr<T>(), g);
   });
+  o.finish();
 }
 
 }  // namespace
