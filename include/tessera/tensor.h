@@ -97,12 +97,15 @@ class Tensor {
   Tensor to(Device device, DType dtype, bool non_blocking = false, bool copy = false) const;
   Tensor to(const char* device, bool non_blocking = false) const { return to(Device(device), non_blocking); }
   Tensor cpu() const { return to(kCPU); }
-  Tensor cuda() const { return to(Device::cuda()); }
+  Tensor cuda(int index = 0, bool non_blocking = false) const { return to(Device::cuda(index), non_blocking); }
   Tensor contiguous() const;
   // This tensor when it already is_contiguous(format), else a copy laid out so (ChannelsLast: 4-D only).
   Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
-  Tensor& copy_(const Tensor& src);
+  // non_blocking: a copy between the host's page-locked memory and a GPU may return before it has
+  // finished (synchronize the stream before using the host memory); otherwise copies are synchronous
+  // as far as the host can tell.
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
   Tensor& fill_(const Scalar& value);
   Tensor& zero_();
   template <class T> std::vector<T> tolist() const;  // flattened row-major values, converted to T

@@ -12,6 +12,7 @@
 namespace tessera {
 
 KernelSlot<CopyKernelFn> copy_kernel("copy_");
+KernelSlot<CopyBetweenDevicesKernelFn> copy_between_devices_kernel("copy_");
 KernelSlot<FillKernelFn> fill_kernel("fill_");
 
 // ---- metadata --------------------------------------------------------------------------------
@@ -41,7 +42,7 @@ void* Tensor::data_ptr() const {
 }
 
 // ---- copies ----------------------------------------------------------------------------------
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   OpScope scope("copy_", {this, &src});
   check_defined("copy_", *this, "self");
   check_defined("copy_", src, "src");
@@ -56,7 +57,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
              " (meta tensors have no data)");
   } else {
     // Cross-device copies belong to the device backend that is not the CPU.
-    copy_kernel(is_cpu() ? src.device() : device(), *this, s);
+    copy_between_devices_kernel(is_cpu() ? src.device() : device(), *this, s, non_blocking);
   }
   impl_->bump_version();
   record_inplace("copy_", *this, {src});
@@ -87,7 +88,7 @@ Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const { return to(de
 Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
   if (dev == device() && d == dtype() && !copy) return *this;
   Tensor out = make_empty(sizes(), d, dev);
-  out.copy_(*this);
+  out.copy_(*this, non_blocking);
   return out;
 }
 
