@@ -33,16 +33,6 @@
 
 namespace ts = tessera;
 
-// ts::MemoryFormat comes with channels-last convolutions. Until the library has it, this stand-in is
-// found instead (qualified lookup prefers a name declared in tessera itself over a using-directive),
-// `channels_last` below sees that Tensor::contiguous takes no format, and the convolutions run NCHW;
-// the rows say which layout ran.
-namespace bench_fallback {
-enum class MemoryFormat { Contiguous, ChannelsLast };
-}
-namespace tessera {
-using namespace bench_fallback;  // NOLINT: see above
-}
 
 namespace {
 
@@ -305,22 +295,13 @@ const ConvLayer kResNet50[] = {
     {"l4_3x3_512_512", 512, 512, 7, 3, 1, 1},
 };
 
-// x in channels-last memory when the library has MemoryFormat and Tensor::contiguous(MemoryFormat);
-// otherwise x itself (NCHW). MF is ts::MemoryFormat, the real one or the stand-in above.
-template <class T, class MF>
-T channels_last(const T& x) {
-  if constexpr (requires { x.contiguous(MF::ChannelsLast); }) return x.contiguous(MF::ChannelsLast);
-  else return x;
-}
-template <class T, class MF>
-constexpr bool has_channels_last() {
-  return requires(const T& x) { x.contiguous(MF::ChannelsLast); };
-}
+ts::Tensor channels_last(const ts::Tensor& x) { return x.contiguous(ts::MemoryFormat::ChannelsLast); }
 
 void bench_conv() {
   const int64_t batch = 256;
-  const char* layout = has_channels_last<ts::Tensor, ts::MemoryFormat>() ? "channels_last" : "nchw";
-  const std::string extra = std::string(", \"layout\": \"") + layout + "\"";
+  const std::string extra = ", \"layout\": \"channels_last\"";
+  // As PyTorch's side (torch.backends.cudnn.benchmark = True): algorithms chosen by timing, per shape.
+  ts::cuda::set_cudnn_benchmark(true);
   double total = 0;
   bool complete = true;
   std::string first_error;
@@ -328,14 +309,14 @@ void bench_conv() {
     std::string name = std::string("conv2d_rn50_b256_bf16/") + l.name;
     bool ok = false;
     row(name, "ms", [&] {
-      ts::Tensor x = channels_last<ts::Tensor, ts::MemoryFormat>(random({batch, l.cin, l.hw, l.hw}, ts::kBFloat16));
+      ts::Tensor x = channels_last(random({batch, l.cin, l.hw, l.hw}, ts::kBFloat16));
       // weights at the scale of Kaiming init, so that activations stay O(1) in bfloat16
-      ts::Tensor w = channels_last<ts::Tensor, ts::MemoryFormat>(
+      ts::Tensor w = channels_last(
           ts::mul(random({l.cout, l.cin, l.k, l.k}, ts::kBFloat16), 1.0 / std::sqrt(double(l.cin * l.k * l.k))));
       x.requires_grad_();
       w.requires_grad_();
       int64_t ho = (l.hw + 2 * l.pad - l.k) / l.stride + 1;
-      ts::Tensor gy = channels_last<ts::Tensor, ts::MemoryFormat>(random({batch, l.cout, ho, ho}, ts::kBFloat16));
+      ts::Tensor gy = channels_last(random({batch, l.cout, ho, ho}, ts::kBFloat16));
       double ms = time_ms([&] {
         ts::Tensor y = ts::conv2d(x, w, std::nullopt, l.stride, l.pad);
         ts::autograd::grad({y}, {x, w}, {gy});

@@ -81,7 +81,7 @@ std::vector<Layout> layouts() {
          if (t.dim() == 0) return t.clone();
          Shape big = t.sizes();
          big.back() = big.back() * 2;
-         Tensor buf = zeros(big, t.dtype());
+         Tensor buf = zeros(big, TensorOptions(t.dtype(), t.device()));
          Tensor view = buf.slice(-1, 0, std::nullopt, 2);
          view.copy_(t);
          return view;
