@@ -442,7 +442,8 @@ TEST(CudaLargeTensor, AddContiguousPast2Pow31Elements) {
   // The same through a broadcast 0-dim operand and in place.
   a.add_(ts::full({}, 1, {ts::kUInt8, "cuda"}));
   EXPECT_EQ(at(a, {n - 1}), 10 + 6 + 1);
-  EXPECT_EQ(at(a, {(int64_t(1) << 31) + 2}), 4);
+  EXPECT_EQ(at(a, {n - 3}), 10 + 5 + 1);  // n - 3 = 2^31 + 2 is marked (k = 5)
+  EXPECT_EQ(at(a, {(int64_t(1) << 31) + 1}), 3 + 1);
 }
 
 TEST(CudaLargeTensor, AddStridedPast2Pow31Elements) {

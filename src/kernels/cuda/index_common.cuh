@@ -331,9 +331,14 @@ static __global__ void compact_count_kernel(Op op, int64_t n, int64_t chunks, in
   if (threadIdx.x == 0) counts[c] = k;
 }
 
-// One block of 1024 threads: starts[c] = counts[0] + ... + counts[c-1] for c <= chunks.
-static __global__ void compact_scan_kernel(const int64_t* counts, int64_t chunks, int64_t* starts) {
-  using Scan = cub::BlockScan<int64_t, 1024>;
+// One block of kScanThreads threads: starts[c] = counts[0] + ... + counts[c-1] for c <= chunks.
+// __launch_bounds__ is required: unbounded, the int64 block scan compiles to 80 registers per thread,
+// and 1024 x 80 exceeds the 64K registers of an SM, so the launch fails with "too many resources".
+inline constexpr int kScanThreads = 1024;
+static_assert(2 * kScanThreads >= kMaxChunks, "compact_scan_kernel scans two counts per thread");
+static __global__ void __launch_bounds__(kScanThreads)
+    compact_scan_kernel(const int64_t* counts, int64_t chunks, int64_t* starts) {
+  using Scan = cub::BlockScan<int64_t, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   int64_t items[2];
   for (int t = 0; t < 2; ++t) {
@@ -376,7 +381,7 @@ DataPtr compact_starts(const Op& op, int64_t n, int64_t chunks, const char* name
   compact_count_kernel<Op><<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(op, n, chunks,
                                                                                    static_cast<int64_t*>(counts.get()));
   check_launch(name, "compact_count_kernel");
-  compact_scan_kernel<<<1, 1024, 0, stream>>>(static_cast<const int64_t*>(counts.get()), chunks,
+  compact_scan_kernel<<<1, kScanThreads, 0, stream>>>(static_cast<const int64_t*>(counts.get()), chunks,
                                               static_cast<int64_t*>(starts.get()));
   check_launch(name, "compact_scan_kernel");
   return starts;
