@@ -375,6 +375,25 @@ TEST(CudaReduce, LongRowsSplitOverBlocksAndManyShortRows) {
   EXPECT_EQ(ts::argmax(x.gpu).cpu().item<int64_t>(), 250000);
 }
 
+TEST(CudaReduce, ShortRowsStartingOffA16ByteBoundary) {
+  TS_REQUIRE_GPU();
+  // Rows shorter than a 16-byte vector's worth of elements reduced by few threads each: row o starts
+  // o * n elements in, so most rows open with an unaligned head of up to 15 elements, all of which count.
+  for (ts::DType dt : all_dtypes())
+    for (int64_t n : {2, 3, 5, 6, 7, 9, 15, 17, 31, 37}) {
+      SCOPED_TRACE(std::string(ts::dtype_name(dt)) + " rows of " + std::to_string(n));
+      Pair x = make_pair({9, n}, "contiguous", data(dt, 41, -3, 4, 0.1, 1));
+      EXPECT_TRUE(sum_near(ts::sum(x.gpu, 1), ts::sum(x.cpu, 1), x.cpu, {1}, false));
+      ts::Tensor c = ts::prod(x.cpu, 1), g = ts::prod(x.gpu, 1);
+      if (ts::is_floating_point(dt)) EXPECT_TRUE(near(g, c, tolerance_for(dt).rtol + 80 * acc_eps(dt), 1e-6));
+      else EXPECT_TRUE(exact(g, c));
+      EXPECT_TRUE(exact(ts::amax(x.gpu, 1), ts::amax(x.cpu, 1)));
+      EXPECT_TRUE(exact(ts::amin(x.gpu, 1), ts::amin(x.cpu, 1)));
+      EXPECT_TRUE(exact(ts::any(x.gpu, 1), ts::any(x.cpu, 1)));
+      EXPECT_TRUE(exact(ts::all(x.gpu, 1), ts::all(x.cpu, 1)));
+    }
+}
+
 TEST(CudaReduce, EmptyAndZeroDimInputs) {
   TS_REQUIRE_GPU();
   Pair e = make_pair({0, 5}, ts::kFloat32, "contiguous");

@@ -74,7 +74,8 @@ __device__ __forceinline__ typename Op::acc_t reduce_contiguous(const T* __restr
   for (int j = 0; j < V; ++j) acc[j] = op.init();
   const int mis = static_cast<int>((reinterpret_cast<uintptr_t>(p) / sizeof(T)) % V);
   const I head = mis == 0 ? I(0) : (n < I(V - mis) ? n : I(V - mis));
-  if (tid < head) acc[0] = op.combine(acc[0], op.map(load_acc(p[tid])));
+  // head < V may exceed the group size nt (e.g. one thread per short row): stride over it.
+  for (I t = tid; t < head; t += nt) acc[0] = op.combine(acc[0], op.map(load_acc(p[t])));
   p += head;
   n -= head;
   const I nv = n / V;
