@@ -52,6 +52,9 @@ Tolerance tol_k(ts::DType dt, int64_t k) {
     t.atol = std::max(t.atol, t.rtol * want.abs().max().to(ts::kFloat64).item<double>());
   return all_close(got, want, t);
 }
+::testing::AssertionResult all_close_scaled(const ts::Tensor& got, const ts::Tensor& want) {
+  return all_close_scaled(got, want, tolerance_for(got.dtype()));
+}
 
 ts::Tensor gpu(const ts::Tensor& t, bool channels_last = false) {
   ts::Tensor g = t.to("cuda");

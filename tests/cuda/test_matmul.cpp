@@ -47,6 +47,9 @@ Tolerance tol_k(ts::DType dt, int64_t k, bool tf32 = false) {
     t.atol = std::max(t.atol, t.rtol * want.abs().max().to(ts::kFloat64).item<double>());
   return all_close(got, want, t);
 }
+::testing::AssertionResult all_close_scaled(const ts::Tensor& got, const ts::Tensor& want) {
+  return all_close_scaled(got, want, tolerance_for(got.dtype()));
+}
 
 // Small integers so that no product overflows int8 / uint8 unless a test wants it.
 ts::Tensor data(const ts::Shape& s, ts::DType dt, uint64_t seed) {
