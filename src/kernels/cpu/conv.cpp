@@ -96,8 +96,12 @@ ColRange valid_cols(int64_t off, int64_t W, int64_t stride, int64_t OW) {
   return {lo, hi};
 }
 
+// x itself is the patch matrix only when every output position reads its own input pixel: a 1x1 kernel
+// with stride 1, no padding, and an output as large as the image (a gradient of a conv_transpose2d with
+// output_padding, or one narrowed by the caller, is smaller).
 bool is_direct(const ConvGeometry& g) {
-  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
+         g.out_h == g.in_h && g.out_w == g.in_w;
 }
 
 // col (channels * KH * KW, OH * OW) from x (channels, H, W); zeros where a tap falls in the padding.
