@@ -172,6 +172,10 @@ TEST(CudaRuntime, EventsOrderTwoStreams) {
   const cuda::Stream s1 = cuda::Stream::create(), s2 = cuda::Stream::create();
   const size_t n = 64 * MiB;
   ts::DataPtr buf = ts::get_allocator(ts::DeviceType::CUDA)->allocate(n, ts::Device::cuda(cuda::current_device()));
+  // Page-locked destination, allocated before the gate closes: a copy into pageable memory returns only
+  // once it has run, which here would wait for the gate that this thread opens below (a deadlock).
+  unsigned char* host = nullptr;
+  CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host), n));
   Gate gate;
   gate.close_on(s1);  // s1 holds until the gate opens
   CHECK_CUDA(cudaMemsetAsync(buf.get(), 0x5A, n, raw(s1)));
@@ -180,13 +184,13 @@ TEST(CudaRuntime, EventsOrderTwoStreams) {
   ev.record(s1);
   EXPECT_FALSE(ev.query());
   ev.wait(s2);  // s2's copy must see s1's memset
-  std::vector<unsigned char> host(n);
-  CHECK_CUDA(cudaMemcpyAsync(host.data(), buf.get(), n, cudaMemcpyDeviceToHost, raw(s2)));
+  CHECK_CUDA(cudaMemcpyAsync(host, buf.get(), n, cudaMemcpyDeviceToHost, raw(s2)));
   EXPECT_FALSE(s2.query());
   gate.open = true;
   s2.synchronize();
   EXPECT_TRUE(ev.query());
-  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](unsigned char c) { return c == 0x5A; }));
+  EXPECT_TRUE(std::all_of(host, host + n, [](unsigned char c) { return c == 0x5A; }));
+  CHECK_CUDA(cudaFreeHost(host));
 
   cuda::Event start(true), stop(true);
   start.record(s1);
