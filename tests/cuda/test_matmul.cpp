@@ -43,7 +43,7 @@ Tolerance tol_k(ts::DType dt, int64_t k, bool tf32 = false) {
 // that nearly cancels differs by an ulp of its terms, not of itself, so 16-bit outputs are compared
 // relative to the output's scale (atol = rtol * max |want|).
 ::testing::AssertionResult all_close_scaled(const ts::Tensor& got, const ts::Tensor& want, Tolerance t) {
-  if ((want.dtype() == ts::kFloat16 || want.dtype() == ts::kBFloat16) && want.numel() > 0)
+  if ((got.dtype() == ts::kFloat16 || got.dtype() == ts::kBFloat16) && want.numel() > 0)
     t.atol = std::max(t.atol, t.rtol * want.abs().max().to(ts::kFloat64).item<double>());
   return all_close(got, want, t);
 }
