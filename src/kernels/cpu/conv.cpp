@@ -302,7 +302,10 @@ void input_backward(T* dx, const T* grad, const T* w, const T* bias, const ConvG
     for (int64_t grp = 0; grp < G; ++grp) {
       T* dg = dx + (n0 * g.in_channels + grp * Cg) * HW;
       if (Cog == 0) {
-        for (int64_t b = 0; b < bs; ++b) std::fill(dg + b * g.in_channels * HW, dg + b * g.in_channels * HW + Cg * HW, T(0));
+        for (int64_t b = 0; b < bs; ++b) {
+          T* d = dg + b * g.in_channels * HW;
+          std::fill(d, d + Cg * HW, T(0));
+        }
         continue;
       }
       const T* gg = grad + (n0 * g.out_channels + grp * Cog) * L;
