@@ -220,7 +220,7 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> s
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size);
 
 // ---- threads --------------------------------------------------------------------------------
-void set_num_threads(int n);  // OpenMP threads (and OpenBLAS's) for CPU kernels
+void set_num_threads(int n);  // OpenMP threads for CPU kernels, GEMMs included (OpenBLAS itself runs on one)
 int get_num_threads();
 
 }  // namespace tessera

@@ -104,6 +104,37 @@ TEST(Conv2d, LargeBatchSplitsAcrossThreadsDeterministically) {
   EXPECT_TRUE(ts::equal(a, ts::conv2d(x, w, b, 1, 1, 1, 2)));
 }
 
+TEST(Conv2d, BlocksOfSamplesMatchPerSampleResultsAndIgnoreThreadCount) {
+  // 37 samples of 90 output positions: several GEMM blocks of samples, the last one short, and
+  // several weight-gradient partials (kernels/cpu/conv.cpp, Note [Conv blocks]). Forward, input and
+  // weight gradients: bitwise the same on 1 and 2 threads, and close to the sample-by-sample results.
+  const int64_t n = 37;
+  ts::Tensor x = test_data({n, 4, 10, 9}, ts::kFloat32, 12).requires_grad_();
+  ts::Tensor w = test_data({6, 2, 3, 3}, ts::kFloat32, 13).requires_grad_();
+  ts::Tensor b = test_data({6}, ts::kFloat32, 14).requires_grad_();
+  ts::Tensor gy = test_data({n, 6, 10, 9}, ts::kFloat32, 15);
+  auto run = [&](int threads) {
+    ts::set_num_threads(threads);
+    ts::Tensor y = ts::conv2d(x, w, b, 1, 1, 1, 2);
+    std::vector<ts::Tensor> g = ts::autograd::grad({y}, {x, w, b}, {gy});
+    return std::vector<ts::Tensor>{y.detach(), g[0], g[1], g[2]};
+  };
+  const int saved = ts::get_num_threads();
+  std::vector<ts::Tensor> one = run(1), two = run(2);
+  ts::set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(ts::equal(one[i], two[i])) << "result " << i;
+  EXPECT_TRUE(all_close(one[0], conv_ref::conv2d(x.detach(), w.detach(), b.detach(), {1, 1, 1, 1, 1, 1, 2})));
+  ts::Tensor dw = ts::zeros_like(w);
+  for (int64_t s = 0; s < n; ++s) {
+    ts::Tensor xs = x.detach().narrow(0, s, 1).requires_grad_();
+    std::vector<ts::Tensor> g = ts::autograd::grad({ts::conv2d(xs, w, b, 1, 1, 1, 2)}, {xs, w}, {gy.narrow(0, s, 1)});
+    EXPECT_TRUE(all_close(one[1].narrow(0, s, 1), g[0])) << "input gradient of sample " << s;
+    dw = dw + g[1];
+  }
+  // A sum of 37 * 90 products per element, in another order: float32 rounding of the sum's size.
+  EXPECT_TRUE(all_close(one[2], dw, {1e-5, 1e-4}));
+}
+
 TEST(Conv1d, MatchesDirectConvolution) {
   struct Case {
     int64_t n, c, l, co, k, s, p, d, g;

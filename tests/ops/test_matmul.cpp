@@ -121,6 +121,38 @@ TEST(Matmul, MmLargeUsesBlasThreadsAndMatches) {
     }
 }
 
+TEST(Matmul, LargeProductsCutOverThreadsMatchAndIgnoreThreadCount) {
+  // Products large enough for gemm_threaded to cut C over the threads (kernels/cpu/blas.h, Note [One
+  // thread pool]): by rows (400x256 @ 256x260) and, in float32, by columns (40x1024 @ 1024x600), with
+  // operands stored transposed and a column-major C (the GEMM slot); bitwise the same on 1, 2 and 3
+  // threads, and close to the reference.
+  const int saved = ts::get_num_threads();
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16})
+    for (const ts::Shape& mkn : {ts::Shape{400, 256, 260}, ts::Shape{40, 1024, 600}}) {
+      const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " m" + std::to_string(m) + " k" + std::to_string(k) + " n" +
+                   std::to_string(n));
+      ts::Tensor a = data({m, k}, dt, 60), b = data({k, n}, dt, 61);
+      ts::Tensor at = data({k, m}, dt, 62).t(), bt = data({n, k}, dt, 63).t();
+      std::vector<ts::Tensor> first;
+      for (int threads : {1, 2, 3}) {
+        ts::set_num_threads(threads);
+        ts::Tensor cm = ts::empty({1, n, m}, dt).transpose(1, 2);
+        ts::gemm_kernel(cm.device(), ts::GemmParams{at.unsqueeze(0), b.unsqueeze(0), cm, 1, 0});
+        std::vector<ts::Tensor> r = {ts::mm(a, b), ts::mm(at, bt), cm.select(0, 0)};
+        if (first.empty()) {
+          first = r;
+          EXPECT_TRUE(close_k(r[0], ref_matmul(a, b), k));
+          EXPECT_TRUE(close_k(r[1], ref_matmul(at, bt), k));
+          EXPECT_TRUE(close_k(r[2], ref_matmul(at, b), k));
+        } else {
+          for (size_t i = 0; i < r.size(); ++i) EXPECT_TRUE(ts::equal(r[i], first[i])) << threads << " threads, " << i;
+        }
+      }
+    }
+  ts::set_num_threads(saved);
+}
+
 TEST(Matmul, MmColumnSlicesAndRowSteps) {
   ts::Tensor base = data({12, 10}, ts::kFloat32, 5);
   ts::Tensor a = base.slice(0, 1, 11, 2).slice(1, 2, 9);  // rows with a step: a BLAS leading dimension

@@ -82,6 +82,17 @@ TEST(MaxPool2d, NaNWinsAndInfiniteWindows) {
   EXPECT_EQ(o[4], 5);
   EXPECT_EQ(o[5], 5);
   EXPECT_EQ(idx.tolist<int64_t>(), (std::vector<int64_t>{1, 3, 4, 6, 8, 11}));  // ties: the first
+  // 2x2 windows with stride 2 (their own fast path): as PyTorch, every NaN met replaces the maximum,
+  // so two NaNs report the later one.
+  const float fi = std::numeric_limits<float>::infinity(), fn = std::nanf("");
+  ts::Tensor y = ts::tensor(std::vector<float>{1, fn, 2, 3, fn, 0, 4, 4, -fi, -fi, 7, 6, -fi, -fi, 6, 7}, {1, 1, 4, 4});
+  auto [yo, yi] = ts::max_pool2d_with_indices(y, 2);
+  std::vector<float> yv = yo.tolist<float>();
+  EXPECT_TRUE(std::isnan(yv[0]));
+  EXPECT_EQ(yv[1], 4);
+  EXPECT_EQ(yv[2], -inf);
+  EXPECT_EQ(yv[3], 7);
+  EXPECT_EQ(yi.tolist<int64_t>(), (std::vector<int64_t>{4, 6, 8, 10}));
 }
 
 TEST(MaxPool2d, UnbatchedAndEmptyBatch) {

@@ -1,28 +1,33 @@
-// CPU convolution kernels behind ops/conv_kernel.h: im2col + one OpenBLAS GEMM per (sample, group),
+// CPU convolution kernels behind ops/conv_kernel.h: im2col + OpenBLAS GEMMs over blocks of samples,
 // col2im for the input gradient (conv_transpose2d), and GEMMs against the patches for the weight
 // gradient. float32 / float64 run natively (sgemm / dgemm); float16 / bfloat16 are widened to float32
 // once at the entry, computed in float32 and rounded once. Operands are made contiguous at the entry;
 // a channels-last result is computed contiguous and copied.
 //
-// Shapes per sample n and group g (Cg = C_in / G, Cog = C_out / G, K = Cg * KH * KW, L = OH * OW):
-//   col (K, L)  = im2col(x[n, g])                     patches; row (c, kh, kw), column (oh, ow)
-//   forward     : out[n, g] (Cog, L) = W[g] (Cog, K) @ col            (+ bias, preloaded, beta = 1)
-//   input grad  : col = W[g]^T (K, Cog) @ grad[n, g] (Cog, L);  dx[n, g] = col2im(col)
-//   weight grad : dW[g] (Cog, K) += grad[n, g] (Cog, L) @ col^T
-// A 1x1 kernel with stride 1 and no padding uses x (or dx) itself as col.
+// Shapes per block of B samples n0 .. n0 + B and group g (Cg = C_in / G, Cog = C_out / G,
+// K = Cg * KH * KW, L = OH * OW, N = B * L). The block's patches sit side by side, sample b at
+// column b * L, so that one GEMM covers the block (a GEMM per sample, 64x121x288 for the Fashion-MNIST
+// CNN's second conv, runs far below BLAS peak; one over 4 samples, 64x484x288, runs near it):
+//   col (K, N)    = im2col(x[n0 + b, g]) for each b           patches; row (c, kh, kw), column (b, oh, ow)
+//   grad_g (Cog, N) = grad[n0 + b, g] side by side             (packed, for the backward GEMMs)
+//   forward     : res (Cog, N) = W[g] (Cog, K) @ col;  out[n0 + b, g] = res[:, b] + bias
+//   input grad  : col = W[g]^T (K, Cog) @ grad_g;  dx[n0 + b, g] = col2im(col[:, b])
+//   weight grad : dW[g] (Cog, K) += grad_g (Cog, N) @ col^T
+// A block of one sample (large images) works in place: the GEMM writes out[n, g] (bias preloaded,
+// beta = 1) and reads grad[n, g] directly; if the kernel is 1x1 with stride 1 and no padding, x (or
+// dx) itself serves as col.
 //
-// Threads: the batch is split into contiguous chunks of samples that OpenMP threads take dynamically,
-// each thread with its own col buffer (thread-local, reused across calls) and OpenBLAS held to one
-// thread meanwhile (otherwise every thread would start a threaded GEMM on the same cores). The weight
-// gradient accumulates one partial per chunk and sums them in chunk order, so results do not depend
-// on scheduling. A batch of one runs with OpenBLAS's own threads instead.
-#include <cblas.h>
+// Threads and determinism: Note [Conv blocks] below. Blocks depend only on the geometry, OpenMP
+// threads take them dynamically, each GEMM on one thread; the weight gradient sums per-run partials in
+// a fixed order. Results are the same for any thread count. With one block the GEMMs themselves are
+// spread over the threads (gemm_threaded, Note [One thread pool] in kernels/cpu/blas.h).
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "ops/conv_kernel.h"
 #include "tensor/dispatch_dtype.h"
@@ -31,17 +36,12 @@
 namespace tessera::cpu {
 namespace {
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              alpha, a, int(std::max<int64_t>(lda, 1)), b, int(std::max<int64_t>(ldb, 1)), beta, c,
-              int(std::max<int64_t>(ldc, 1)));
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-              alpha, a, int(std::max<int64_t>(lda, 1)), b, int(std::max<int64_t>(ldb, 1)), beta, c,
-              int(std::max<int64_t>(ldc, 1)));
+// Inside a parallel region (blocks spread over threads) a plain one-thread GEMM; otherwise (one block,
+// or one thread) cut over the threads by gemm_threaded. Note [One thread pool] in kernels/cpu/blas.h.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc) {
+  gemm_threaded(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Per-thread scratch that survives across calls (the OpenMP pool's threads persist), so that a
@@ -66,22 +66,6 @@ class Scratch {
   T* ptr_ = nullptr;
 };
 
-// Holds OpenBLAS to one thread while OpenMP threads call it concurrently.
-class BlasSingleThread {
- public:
-  BlasSingleThread() : prev_(openblas_get_num_threads()) {
-    if (prev_ != 1) openblas_set_num_threads(1);
-  }
-  ~BlasSingleThread() {
-    if (prev_ != 1) openblas_set_num_threads(prev_);
-  }
-  BlasSingleThread(const BlasSingleThread&) = delete;
-  BlasSingleThread& operator=(const BlasSingleThread&) = delete;
-
- private:
-  int prev_;
-};
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The output columns ow whose input column ow * stride + off lies in [0, W).
@@ -104,15 +88,48 @@ bool is_direct(const ConvGeometry& g) {
          g.out_h == g.in_h && g.out_w == g.in_w;
 }
 
-// col (channels * KH * KW, OH * OW) from x (channels, H, W); zeros where a tap falls in the padding.
+// Rows of patches are short (a row of the output: 11 floats for the Fashion-MNIST CNN's second conv),
+// too short for a call to memcpy or a vector loop with a scalar remainder to pay. Rows of at least one
+// 32-byte vector are moved in whole vectors, the last one overlapping its predecessor; add_row loads
+// the last vector before storing any, so the overlap adds nothing twice. d and s never overlap.
 template <class T>
-void im2col(const T* x, int64_t channels, const ConvGeometry& g, T* col) {
-  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w, L = OH * OW;
+void copy_row(T* __restrict d, const T* __restrict s, int64_t n) {
+  constexpr int64_t V = 32 / sizeof(T);
+  if (n >= V) {
+    for (int64_t i = 0; i + V < n; i += V) std::memcpy(d + i, s + i, 32);
+    std::memcpy(d + n - V, s + n - V, 32);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
+template <class T>
+void add_row(T* __restrict d, const T* __restrict s, int64_t n) {
+  constexpr int64_t V = 32 / sizeof(T);
+  if (n >= V) {
+    T tail[V];
+    for (int64_t j = 0; j < V; ++j) tail[j] = d[n - V + j] + s[n - V + j];
+    for (int64_t i = 0; i + V < n; i += V) {
+      T h[V];
+      for (int64_t j = 0; j < V; ++j) h[j] = d[i + j] + s[i + j];
+      for (int64_t j = 0; j < V; ++j) d[i + j] = h[j];
+    }
+    for (int64_t j = 0; j < V; ++j) d[n - V + j] = tail[j];
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  }
+}
+
+// col (channels * KH * KW, OH * OW), rows ld apart, from x (channels, H, W); zeros where a tap falls
+// in the padding. With ld = B * L, B samples' patches sit side by side: sample b at column b * L.
+template <class T>
+void im2col(const T* x, int64_t channels, const ConvGeometry& g, T* col, int64_t ld) {
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
   const int64_t sh = g.stride_h, sw = g.stride_w;
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kh = 0; kh < g.kernel_h; ++kh)
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        T* dst = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * L;
+        T* dst = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * ld;
         const T* plane = x + c * H * W;
         const int64_t off = kw * g.dil_w - g.pad_w;
         const ColRange r = valid_cols(off, W, sw, OW);
@@ -126,7 +143,7 @@ void im2col(const T* x, int64_t channels, const ConvGeometry& g, T* col) {
           const T* s = plane + ih * W + off;
           std::fill(d, d + r.lo, T(0));
           if (sw == 1) {
-            std::memcpy(d + r.lo, s + r.lo, sizeof(T) * (r.hi - r.lo));
+            copy_row(d + r.lo, s + r.lo, r.hi - r.lo);
           } else {
             for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] = s[ow * sw];
           }
@@ -135,16 +152,16 @@ void im2col(const T* x, int64_t channels, const ConvGeometry& g, T* col) {
       }
 }
 
-// dx (channels, H, W) = the adjoint of im2col applied to col; dx is overwritten.
+// dx (channels, H, W) = the adjoint of im2col applied to col (rows ld apart); dx is overwritten.
 template <class T>
-void col2im(const T* col, int64_t channels, const ConvGeometry& g, T* dx) {
-  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w, L = OH * OW;
+void col2im(const T* col, int64_t ld, int64_t channels, const ConvGeometry& g, T* dx) {
+  const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
   const int64_t sh = g.stride_h, sw = g.stride_w;
   std::fill(dx, dx + channels * H * W, T(0));
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kh = 0; kh < g.kernel_h; ++kh)
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        const T* src = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * L;
+        const T* src = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * ld;
         T* plane = dx + c * H * W;
         const int64_t off = kw * g.dil_w - g.pad_w;
         const ColRange r = valid_cols(off, W, sw, OW);
@@ -154,7 +171,7 @@ void col2im(const T* col, int64_t channels, const ConvGeometry& g, T* dx) {
           const T* s = src + oh * OW;
           T* d = plane + ih * W + off;
           if (sw == 1) {
-            for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow] += s[ow];
+            add_row(d + r.lo, s + r.lo, r.hi - r.lo);
           } else {
             for (int64_t ow = r.lo; ow < r.hi; ++ow) d[ow * sw] += s[ow];
           }
@@ -162,29 +179,57 @@ void col2im(const T* col, int64_t channels, const ConvGeometry& g, T* dx) {
       }
 }
 
-// How [0, n) is cut into contiguous chunks of samples: one chunk when only one thread runs (OpenBLAS
-// then keeps its own threads), else up to kChunksPerThread per thread, handed out dynamically so that
-// a thread the OS preempts (a busy machine) does not leave the others waiting at the barrier with
-// half the batch. The cut depends only on n and the thread count, never on the scheduling.
-constexpr int64_t kChunksPerThread = 4;
+// Note [Conv blocks]: how the batch is cut. A block is the samples one GEMM covers; its size depends
+// only on the geometry and the dtype (about kBlockColumns columns of patches, the patches at most
+// kBlockBytes), never on the thread count, so the same GEMMs run whatever the threads and the results
+// do not change with them. Blocks are what OpenMP threads take dynamically, so a thread the OS
+// preempts does not leave the others waiting with half the batch.
+// The weight gradient sums over the batch: blocks are grouped into at most kMaxPartials contiguous
+// runs (fewer when the weight is large), each run accumulates its blocks in order into its own
+// partial, and the partials are added in run order afterwards.
+constexpr int64_t kBlockColumns = 512;
+constexpr int64_t kBlockBytes = int64_t(2) << 20;
+constexpr int64_t kMaxPartials = 16;
+constexpr int64_t kPartialBytes = int64_t(32) << 20;
 
-int64_t batch_chunks(int64_t n) {
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads <= 1 || n <= 1) return 1;
-  return std::min(n, threads * kChunksPerThread);
+struct Blocks {
+  int64_t per;    // samples per block
+  int64_t count;  // number of blocks
+  int64_t lo(int64_t b) const { return b * per; }
+};
+
+template <class T>
+Blocks conv_blocks(const ConvGeometry& g) {
+  const int64_t L = std::max<int64_t>(g.out_h * g.out_w, 1);
+  const int64_t K = std::max<int64_t>(g.in_channels / g.groups * g.kernel_h * g.kernel_w, 1);
+  int64_t per = std::max<int64_t>(1, kBlockColumns / L);
+  per = std::min(per, std::max<int64_t>(1, kBlockBytes / (K * L * int64_t(sizeof(T)))));
+  per = std::min(per, std::max<int64_t>(g.batch, 1));
+  return {per, ceil_div(g.batch, per)};
 }
 
-// Runs body(chunk, lo, hi) over the chunks of batch_chunks(n), OpenBLAS on one thread meanwhile.
+// Runs body(i) for i in [0, n): over OpenMP threads, dynamically; serially when there is one item or
+// one thread (a single item's GEMMs then spread over the threads themselves).
 template <class F>
-void for_batch_chunks(int64_t n, F&& body) {
-  const int64_t chunks = batch_chunks(n);
-  if (chunks == 1) {
-    body(int64_t(0), int64_t(0), n);
+void parallel_items(int64_t n, F&& body) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  BlasSingleThread single;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t c = 0; c < chunks; ++c) body(c, n * c / chunks, n * (c + 1) / chunks);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(int(std::min<int64_t>(threads, n)))
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
+// gp (Cog, bs * L) = grad[n0 .. n0 + bs, group grp] side by side, the layout of a block's patches.
+template <class T>
+void pack_grad(const T* grad, const ConvGeometry& g, int64_t n0, int64_t bs, int64_t grp, T* gp) {
+  const int64_t Cog = g.out_channels / g.groups, L = g.out_h * g.out_w, N = bs * L;
+  for (int64_t b = 0; b < bs; ++b)
+    for (int64_t co = 0; co < Cog; ++co) {
+      const T* src = grad + ((n0 + b) * g.out_channels + grp * Cog + co) * L;
+      copy_row(gp + co * N + b * L, src, L);
+    }
 }
 
 template <class T>
@@ -192,28 +237,55 @@ void forward(T* out, const T* x, const T* w, const T* bias, const ConvGeometry& 
   const int64_t G = g.groups, Cg = g.in_channels / G, Cog = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w, K = Cg * g.kernel_h * g.kernel_w;
   const bool direct = is_direct(g);
-  for_batch_chunks(g.batch, [&](int64_t, int64_t lo, int64_t hi) {
-    Scratch<T> col(direct ? 0 : size_t(K * L));
-    for (int64_t n = lo; n < hi; ++n)
-      for (int64_t grp = 0; grp < G; ++grp) {
-        const T* xg = x + (n * g.in_channels + grp * Cg) * HW;
-        T* og = out + (n * g.out_channels + grp * Cog) * L;
+  const Blocks blk = conv_blocks<T>(g);
+  parallel_items(blk.count, [&](int64_t bi) {
+    const int64_t n0 = blk.lo(bi), bs = std::min(blk.per, g.batch - n0), N = bs * L;
+    // A block of one sample writes its output in place; a larger one into res (Cog, N), then copied
+    // out sample by sample with the bias added.
+    const bool single = bs == 1;
+    const bool need_col = !(direct && single) && K > 0;
+    Scratch<T> scratch(size_t((need_col ? K * N : 0) + (single ? 0 : Cog * N)));
+    T* col = scratch.get();
+    T* res = col + (need_col ? K * N : 0);
+    for (int64_t grp = 0; grp < G; ++grp) {
+      const T* xg = x + (n0 * g.in_channels + grp * Cg) * HW;
+      T* og = out + (n0 * g.out_channels + grp * Cog) * L;
+      const T* bg = bias ? bias + grp * Cog : nullptr;
+      if (K == 0) {
+        for (int64_t b = 0; b < bs; ++b)
+          for (int64_t co = 0; co < Cog; ++co) {
+            T* d = og + (b * g.out_channels + co) * L;
+            std::fill(d, d + L, bg ? bg[co] : T(0));
+          }
+        continue;
+      }
+      const T* patches = xg;
+      if (need_col) {
+        for (int64_t b = 0; b < bs; ++b) im2col(xg + b * g.in_channels * HW, Cg, g, col + b * L, N);
+        patches = col;
+      }
+      if (single) {
         T beta = 0;
-        if (bias) {
-          for (int64_t co = 0; co < Cog; ++co) std::fill(og + co * L, og + (co + 1) * L, bias[grp * Cog + co]);
+        if (bg) {
+          for (int64_t co = 0; co < Cog; ++co) std::fill(og + co * L, og + (co + 1) * L, bg[co]);
           beta = 1;
         }
-        if (K == 0) {
-          if (!bias) std::fill(og, og + Cog * L, T(0));
-          continue;
-        }
-        const T* b = xg;
-        if (!direct) {
-          im2col(xg, Cg, g, col.get());
-          b = col.get();
-        }
-        gemm(false, false, Cog, L, K, T(1), w + grp * Cog * K, K, b, L, beta, og, L);
+        gemm(false, false, Cog, L, K, T(1), w + grp * Cog * K, K, patches, L, beta, og, L);
+        continue;
       }
+      gemm(false, false, Cog, N, K, T(1), w + grp * Cog * K, K, patches, N, T(0), res, N);
+      for (int64_t b = 0; b < bs; ++b)
+        for (int64_t co = 0; co < Cog; ++co) {
+          const T* s = res + co * N + b * L;
+          T* d = og + (b * g.out_channels + co) * L;
+          if (bg) {
+            const T bv = bg[co];
+            for (int64_t l = 0; l < L; ++l) d[l] = s[l] + bv;
+          } else {
+            copy_row(d, s, L);
+          }
+        }
+    }
   });
 }
 
@@ -222,28 +294,44 @@ void input_backward(T* dx, const T* grad, const T* w, const T* bias, const ConvG
   const int64_t G = g.groups, Cg = g.in_channels / G, Cog = g.out_channels / G;
   const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w, K = Cg * g.kernel_h * g.kernel_w;
   const bool direct = is_direct(g);
-  for_batch_chunks(g.batch, [&](int64_t, int64_t lo, int64_t hi) {
-    Scratch<T> col(direct ? 0 : size_t(K * L));
-    for (int64_t n = lo; n < hi; ++n) {
-      for (int64_t grp = 0; grp < G; ++grp) {
-        T* dg = dx + (n * g.in_channels + grp * Cg) * HW;
-        const T* gg = grad + (n * g.out_channels + grp * Cog) * L;
-        if (Cog == 0) {
-          std::fill(dg, dg + Cg * HW, T(0));
-        } else if (direct) {
-          gemm(true, false, K, L, Cog, T(1), w + grp * Cog * K, K, gg, L, T(0), dg, L);
-        } else {
-          gemm(true, false, K, L, Cog, T(1), w + grp * Cog * K, K, gg, L, T(0), col.get(), L);
-          col2im(col.get(), Cg, g, dg);
+  const Blocks blk = conv_blocks<T>(g);
+  parallel_items(blk.count, [&](int64_t bi) {
+    const int64_t n0 = blk.lo(bi), bs = std::min(blk.per, g.batch - n0), N = bs * L;
+    // A block of one sample reads its gradient in place (and, for a direct conv, writes dx by the
+    // GEMM); a larger one packs the gradient (Cog, N) and scatters the patches' gradient per sample.
+    const bool single = bs == 1;
+    const bool need_col = !(direct && single);
+    Scratch<T> scratch(size_t((need_col ? K * N : 0) + (single ? 0 : Cog * N)));
+    T* col = scratch.get();
+    T* gp = col + (need_col ? K * N : 0);
+    for (int64_t grp = 0; grp < G; ++grp) {
+      T* dg = dx + (n0 * g.in_channels + grp * Cg) * HW;
+      if (Cog == 0) {
+        for (int64_t b = 0; b < bs; ++b) {
+          T* d = dg + b * g.in_channels * HW;
+          std::fill(d, d + Cg * HW, T(0));
         }
+        continue;
       }
-      if (bias)
+      const T* gg = grad + (n0 * g.out_channels + grp * Cog) * L;
+      if (!single) {
+        pack_grad(grad, g, n0, bs, grp, gp);
+        gg = gp;
+      }
+      if (!need_col) {
+        gemm(true, false, K, L, Cog, T(1), w + grp * Cog * K, K, gg, L, T(0), dg, L);
+        continue;
+      }
+      gemm(true, false, K, N, Cog, T(1), w + grp * Cog * K, K, gg, N, T(0), col, N);
+      for (int64_t b = 0; b < bs; ++b) col2im(col + b * L, N, Cg, g, dg + b * g.in_channels * HW);
+    }
+    if (bias)
+      for (int64_t n = n0; n < n0 + bs; ++n)
         for (int64_t c = 0; c < g.in_channels; ++c) {
           T* p = dx + (n * g.in_channels + c) * HW;
           const T b = bias[c];
           for (int64_t i = 0; i < HW; ++i) p[i] += b;
         }
-    }
   });
 }
 
@@ -253,28 +341,41 @@ void weight_backward(T* dw, const T* grad, const T* x, const ConvGeometry& g) {
   const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w, K = Cg * g.kernel_h * g.kernel_w;
   const int64_t wsize = g.out_channels * K;
   const bool direct = is_direct(g);
-  // One partial sum per chunk (chunk 0 accumulates in place), added in chunk order afterwards.
-  const int64_t chunks = batch_chunks(g.batch);
-  std::vector<T> partials(size_t((chunks - 1) * wsize));
-  for_batch_chunks(g.batch, [&](int64_t t, int64_t lo, int64_t hi) {
-    T* acc = t == 0 ? dw : partials.data() + (t - 1) * wsize;
+  const Blocks blk = conv_blocks<T>(g);
+  // Runs of blocks, one partial each (run 0 accumulates in dw), added in run order (Note [Conv blocks]).
+  const int64_t runs = std::max<int64_t>(
+      1, std::min({blk.count, kMaxPartials, kPartialBytes / std::max<int64_t>(wsize * int64_t(sizeof(T)), 1)}));
+  std::vector<T> partials(size_t((runs - 1) * wsize));
+  parallel_items(runs, [&](int64_t r) {
+    T* acc = r == 0 ? dw : partials.data() + (r - 1) * wsize;
     std::fill(acc, acc + wsize, T(0));
-    if (K == 0) return;
-    Scratch<T> col(direct ? 0 : size_t(K * L));
-    for (int64_t n = lo; n < hi; ++n)
+    if (K == 0 || L == 0) return;
+    const int64_t first = blk.count * r / runs, last = blk.count * (r + 1) / runs;
+    for (int64_t bi = first; bi < last; ++bi) {
+      const int64_t n0 = blk.lo(bi), bs = std::min(blk.per, g.batch - n0), N = bs * L;
+      const bool single = bs == 1;
+      const bool need_col = !(direct && single);
+      Scratch<T> scratch(size_t((need_col ? K * N : 0) + (single ? 0 : Cog * N)));
+      T* col = scratch.get();
+      T* gp = col + (need_col ? K * N : 0);
       for (int64_t grp = 0; grp < G; ++grp) {
-        const T* xg = x + (n * g.in_channels + grp * Cg) * HW;
-        const T* gg = grad + (n * g.out_channels + grp * Cog) * L;
-        const T* b = xg;
-        if (!direct) {
-          im2col(xg, Cg, g, col.get());
-          b = col.get();
+        const T* xg = x + (n0 * g.in_channels + grp * Cg) * HW;
+        const T* gg = grad + (n0 * g.out_channels + grp * Cog) * L;
+        if (!single) {
+          pack_grad(grad, g, n0, bs, grp, gp);
+          gg = gp;
         }
-        gemm(false, true, Cog, K, L, T(1), gg, L, b, L, T(1), acc + grp * Cog * K, K);
+        const T* patches = xg;
+        if (need_col) {
+          for (int64_t b = 0; b < bs; ++b) im2col(xg + b * g.in_channels * HW, Cg, g, col + b * L, N);
+          patches = col;
+        }
+        gemm(false, true, Cog, K, N, T(1), gg, N, patches, N, T(1), acc + grp * Cog * K, K);
       }
+    }
   });
-  for (int64_t t = 1; t < chunks; ++t) {
-    const T* p = partials.data() + (t - 1) * wsize;
+  for (int64_t r = 1; r < runs; ++r) {
+    const T* p = partials.data() + (r - 1) * wsize;
     for (int64_t i = 0; i < wsize; ++i) dw[i] += p[i];
   }
 }

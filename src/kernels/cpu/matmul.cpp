@@ -9,8 +9,9 @@
 // (a step in the inner dim, broadcast rows) are copied, once per distinct matrix. A broadcast batch
 // (batch stride 0) is never materialized.
 //
-// Threads: a batch of small matrices runs one matrix per OpenMP thread (OpenBLAS runs such sizes on one
-// thread anyway, see kSmallGemm); large matrices run one after another, each on OpenBLAS's threads.
+// Threads: OpenBLAS always runs on one thread (Note [One thread pool] in kernels/cpu/blas.h). A batch
+// of small matrices runs one matrix per OpenMP thread; large matrices run one after another, each cut
+// over OpenMP's threads by gemm_threaded.
 #include <cblas.h>
 #include <omp.h>
 
@@ -19,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "ops/gemm_kernel.h"
@@ -27,8 +29,8 @@
 namespace tessera::cpu {
 namespace {
 
-// OpenBLAS runs a GEMM with m*n*k at or below this on one thread (SMP_THRESHOLD_MIN *
-// GEMM_MULTITHREAD_THRESHOLD); a batch of those is better spread over OpenMP threads.
+// A batch of GEMMs with m*n*k at or below this runs one matrix per OpenMP thread; larger ones are cut
+// over the threads one after another (gemm_threaded does not cut them below kMinPieceWork anyway).
 constexpr double kSmallGemm = 65536.0 * 4;
 
 // A rows x cols matrix as BLAS sees it in row-major order: trans = stored column-major.
@@ -93,17 +95,6 @@ void scale_output(const Tensor& c, const Scalar& beta) {
     }
 }
 
-void blas_gemm(CBLAS_ORDER order, bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-               const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(order, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
-void blas_gemm(CBLAS_ORDER order, bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
-               const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(order, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
-              beta, c, ldc);
-}
-
 // float32 / float64 through BLAS. `c` must be expressible as a BLAS matrix (the caller guarantees it).
 template <class T>
 void gemm_blas(const GemmParams& p, const Tensor& c) {
@@ -111,8 +102,9 @@ void gemm_blas(const GemmParams& p, const Tensor& c) {
   Operand A = prepare_operand(p.a), Bm = prepare_operand(p.b);
   BlasLayout cl = *blas_layout(m, n, c.stride(1), c.stride(2));
   for (int64_t v : {m, n, k, A.layout.ld, Bm.layout.ld, cl.ld}) check_blas_int(v, "a matrix dimension");
-  // A column-major C is computed as the column-major product, which flips how A and B read.
-  const CBLAS_ORDER order = cl.trans ? CblasColMajor : CblasRowMajor;
+  // A column-major C is computed as the column-major product, which flips how A and B read; as a
+  // row-major call that is C^T (n, m) = op(B)^T @ op(A)^T.
+  const bool col_major = cl.trans;
   const bool ta = A.layout.trans != cl.trans, tb = Bm.layout.trans != cl.trans;
   const T alpha = p.alpha.to<T>(), beta = p.beta.to<T>();
   const T* a0 = reinterpret_cast<const T*>(A.base);
@@ -120,8 +112,13 @@ void gemm_blas(const GemmParams& p, const Tensor& c) {
   T* c0 = c.data_ptr<T>();
   const int64_t cs = c.stride(0);
   auto one = [&](int64_t i) {
-    blas_gemm(order, ta, tb, int(m), int(n), int(k), alpha, a0 + i * A.batch_stride, int(A.layout.ld),
-              b0 + i * Bm.batch_stride, int(Bm.layout.ld), beta, c0 + i * cs, int(cl.ld));
+    const T* ai = a0 + i * A.batch_stride;
+    const T* bi = b0 + i * Bm.batch_stride;
+    if (col_major) {
+      gemm_threaded(tb, ta, n, m, k, alpha, bi, Bm.layout.ld, ai, A.layout.ld, beta, c0 + i * cs, cl.ld);
+    } else {
+      gemm_threaded(ta, tb, m, n, k, alpha, ai, A.layout.ld, bi, Bm.layout.ld, beta, c0 + i * cs, cl.ld);
+    }
   };
   if (B > 1 && double(m) * double(n) * double(k) <= kSmallGemm) {
 #pragma omp parallel for schedule(static)
@@ -173,9 +170,7 @@ void gemm_reduced(const GemmParams& p) {
       last_a = ai;
       last_b = bi;
       if (beta != 0.0f) widen(ci, m, n, cs1, cs2, fc.data());
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), alpha, fa.data(),
-                  int(std::max<int64_t>(k, 1)), fb.data(), int(std::max<int64_t>(n, 1)), beta, fc.data(),
-                  int(std::max<int64_t>(n, 1)));
+      gemm_threaded(false, false, m, n, k, alpha, fa.data(), k, fb.data(), n, beta, fc.data(), n);
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < n; ++j) ci[r * cs1 + j * cs2] = T(fc[r * n + j]);
     }

@@ -8,7 +8,9 @@
 // AvgPoolKernel.cpp, AdaptiveAvgPoolKernel.cpp): a max window's index starts at its first in-bounds tap
 // (so an all -inf window reports that tap), NaN wins over any number, and an average window clipped by
 // the padding divides by the clipped-to-padding size (count_include_pad) or the in-bounds size.
-// float16 / bfloat16 accumulate in float32 (acc_t).
+// float16 / bfloat16 accumulate in float32 (acc_t). Max pooling whose windows all lie inside the plane
+// (no padding or dilation, no ceil-mode overhang) skips the per-row window bookkeeping and reads its
+// taps directly, in the same order with the same rule; 2x2 with stride 2 has a vectorized row.
 #include <omp.h>
 
 #include <algorithm>
@@ -70,11 +72,94 @@ void max_tap(const T* src, int64_t stride, int64_t lo, int64_t hi, int64_t base,
   }
 }
 
+// Windows that lie wholly inside the plane (no padding, no dilation, no ceil-mode overhang): each
+// output reads its taps directly, in the general path's order (kh, then kw) and with its take rule,
+// so values and indices are the same. The per-row bookkeeping of the general path costs more than
+// the taps for the usual small planes; 2x2 with stride 2 has its own vectorized row.
+bool windows_inside(const PoolGeometry& g) {
+  return g.pad_h == 0 && g.pad_w == 0 && g.dil_h == 1 && g.dil_w == 1 &&
+         (g.out_h - 1) * g.stride_h + g.kernel_h <= g.in_h && (g.out_w - 1) * g.stride_w + g.kernel_w <= g.in_w;
+}
+
+template <class T>
+void max_pool_plane_inside(const T* xp, T* op, int64_t* ip, const PoolGeometry& g) {
+  using A = acc_t<T>;
+  const int64_t KH = g.kernel_h, KW = g.kernel_w, sh = g.stride_h, sw = g.stride_w;
+  const int64_t W = g.in_w, OH = g.out_h, OW = g.out_w;
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t row = oh * sh * W;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t first = row + ow * sw;
+      A m = -std::numeric_limits<A>::infinity();
+      int64_t best = first;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t i = first + kh * W + kw;
+          const A v = static_cast<A>(xp[i]);
+          const bool take = (v > m) | (v != v);
+          m = take ? v : m;
+          best = take ? i : best;
+        }
+      op[oh * OW + ow] = convert<T>(m);
+      ip[oh * OW + ow] = best;
+    }
+  }
+}
+
+// 2x2 windows with stride 2, one output row from input rows r0 and r1 (r1 = r0 + W, first tap of
+// the row at plane index base). The first tap needs no test: taking it against the initial -inf
+// leaves the same maximum and index. The loop vectorizes (stride-2 loads, selects).
+template <class T>
+void max_pool_row_2x2(const T* __restrict r0, const T* __restrict r1, T* __restrict op, int64_t* __restrict ip,
+                      int64_t base, int64_t W, int64_t OW) {
+  using A = acc_t<T>;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const A a = static_cast<A>(r0[2 * ow]), b = static_cast<A>(r0[2 * ow + 1]);
+    const A c = static_cast<A>(r1[2 * ow]), d = static_cast<A>(r1[2 * ow + 1]);
+    const int64_t i = base + 2 * ow;
+    A m = a;
+    int64_t best = i;
+    bool take = (b > m) | (b != b);
+    m = take ? b : m;
+    best = take ? i + 1 : best;
+    take = (c > m) | (c != c);
+    m = take ? c : m;
+    best = take ? i + W : best;
+    take = (d > m) | (d != d);
+    m = take ? d : m;
+    best = take ? i + W + 1 : best;
+    op[ow] = convert<T>(m);
+    ip[ow] = best;
+  }
+}
+
+template <class T>
+void max_pool_inside(T* out, int64_t* idx, const T* x, const PoolGeometry& g) {
+  const int64_t HW = g.in_h * g.in_w, L = g.out_h * g.out_w;
+  const bool k2s2 = g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2;
+  for_planes(g.planes, L * g.kernel_h * g.kernel_w, [&](int64_t p) {
+    const T* xp = x + p * HW;
+    if (k2s2) {
+      for (int64_t oh = 0; oh < g.out_h; ++oh) {
+        const int64_t base = 2 * oh * g.in_w;
+        max_pool_row_2x2(xp + base, xp + base + g.in_w, out + p * L + oh * g.out_w, idx + p * L + oh * g.out_w,
+                         base, g.in_w, g.out_w);
+      }
+    } else {
+      max_pool_plane_inside(xp, out + p * L, idx + p * L, g);
+    }
+  });
+}
+
 template <class T>
 void max_pool(T* out, int64_t* idx, const T* x, const PoolGeometry& g) {
   using A = acc_t<T>;
   const int64_t H = g.in_h, W = g.in_w, OH = g.out_h, OW = g.out_w;
   const int64_t dh = g.dil_h, dw = g.dil_w, sw = g.stride_w;
+  if (windows_inside(g)) {
+    max_pool_inside(out, idx, x, g);
+    return;
+  }
   const bool par = g.planes > 1 && g.planes * OH * OW * g.kernel_h * g.kernel_w >= kParallelWork;
   const int64_t block = plane_block(g.planes);
 #pragma omp parallel if (par)

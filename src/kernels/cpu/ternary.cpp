@@ -1,9 +1,10 @@
 // CPU ternary kernels (where, lerp, addcmul, addcdiv, clamp) and the allclose test.
 //
-// Inputs arrive in the compute dtype (where's condition as bool). `ternary_loop` takes the
-// contiguous fast path when every operand is contiguous or a broadcast scalar (stride 0) along the
-// inner dim, indexing each operand by its own stride so one loop serves both; the compiler
-// vectorizes it. Everything else goes through the strided path.
+// Inputs arrive in the compute dtype (where's condition as bool). `ternary_loop` has contiguous fast
+// paths the compiler vectorizes: all operands contiguous, the third or the second a broadcast scalar
+// (where(mask, g, 0) and where(mask, 0, g), as the derivatives use it), and a general one where each
+// operand is contiguous or broadcast (stride 0), indexed by its own stride. Everything else goes
+// through the strided path.
 #include <atomic>
 #include <cmath>
 #include <type_traits>
@@ -17,25 +18,57 @@
 namespace tessera::cpu {
 namespace {
 
+// A bool operand is loaded through its byte and converted per element: GCC does not vectorize a loop
+// that loads bool (it has no vector type for it), and where's select then compiles to a branch per
+// element, which mispredicts on every other element of a random mask (a ReLU's backward).
+template <class T>
+struct LoadAs {
+  using type = T;
+};
+template <>
+struct LoadAs<bool> {
+  using type = uint8_t;
+};
+template <class T>
+const typename LoadAs<T>::type* load_ptr(const char* p) {
+  return reinterpret_cast<const typename LoadAs<T>::type*>(p);
+}
+
 template <class Out, class In0, class In1, class In2, class F>
 void ternary_loop(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
   ElementwiseIter it(out, {&a, &b, &c});
   const int64_t es[4] = {sizeof(Out), sizeof(In0), sizeof(In1), sizeof(In2)};
   it.for_each([&](char* const* p, const int64_t* st, int64_t n) {
-    if (st[0] == es[0] && (st[1] == es[1] || st[1] == 0) && (st[2] == es[2] || st[2] == 0) &&
-        (st[3] == es[3] || st[3] == 0)) {
-      Out* o = reinterpret_cast<Out*>(p[0]);
-      const In0* x = reinterpret_cast<const In0*>(p[1]);
-      const In1* y = reinterpret_cast<const In1*>(p[2]);
-      const In2* z = reinterpret_cast<const In2*>(p[3]);
+    Out* o = reinterpret_cast<Out*>(p[0]);
+    const auto* x = load_ptr<In0>(p[1]);
+    const auto* y = load_ptr<In1>(p[2]);
+    const auto* z = load_ptr<In2>(p[3]);
+    const bool cx = st[1] == es[1], cy = st[2] == es[2], cz = st[3] == es[3];
+    if (st[0] != es[0]) {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<Out*>(p[0] + i * st[0]) = f(static_cast<In0>(*load_ptr<In0>(p[1] + i * st[1])),
+                                                      static_cast<In1>(*load_ptr<In1>(p[2] + i * st[2])),
+                                                      static_cast<In2>(*load_ptr<In2>(p[3] + i * st[3])));
+    } else if (cx && cy && cz) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(static_cast<In0>(x[i]), static_cast<In1>(y[i]), static_cast<In2>(z[i]));
+    } else if (cx && cy && st[3] == 0) {  // where(mask, g, 0), clamp(x, lo, hi) with hi a scalar
+      const In2 zv = static_cast<In2>(*z);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(static_cast<In0>(x[i]), static_cast<In1>(y[i]), zv);
+    } else if (cx && st[2] == 0 && cz) {  // where(mask, 0, g)
+      const In1 yv = static_cast<In1>(*y);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) o[i] = f(static_cast<In0>(x[i]), yv, static_cast<In2>(z[i]));
+    } else if ((cx || st[1] == 0) && (cy || st[2] == 0) && (cz || st[3] == 0)) {
       const int64_t sx = st[1] ? 1 : 0, sy = st[2] ? 1 : 0, sz = st[3] ? 1 : 0;
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i * sx], y[i * sy], z[i * sz]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = f(static_cast<In0>(x[i * sx]), static_cast<In1>(y[i * sy]), static_cast<In2>(z[i * sz]));
     } else {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * st[0]) = f(*reinterpret_cast<const In0*>(p[1] + i * st[1]),
-                                                      *reinterpret_cast<const In1*>(p[2] + i * st[2]),
-                                                      *reinterpret_cast<const In2*>(p[3] + i * st[3]));
+        o[i] = f(static_cast<In0>(*load_ptr<In0>(p[1] + i * st[1])), static_cast<In1>(*load_ptr<In1>(p[2] + i * st[2])),
+                 static_cast<In2>(*load_ptr<In2>(p[3] + i * st[3])));
     }
   });
 }
