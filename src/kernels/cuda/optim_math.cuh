@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/exact_arith.cuh"
+
 #if defined(__CUDACC__)
 #define TS_OPTIM_HD __host__ __device__ __forceinline__
 #else
@@ -21,77 +23,7 @@
 
 namespace tessera::cuda::optim_math {
 
-// ---- correctly rounded, never fused ---------------------------------------------------------------
-TS_OPTIM_HD float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-TS_OPTIM_HD double fma_rn(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-TS_OPTIM_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-TS_OPTIM_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-TS_OPTIM_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-TS_OPTIM_HD double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-TS_OPTIM_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-TS_OPTIM_HD double div_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-TS_OPTIM_HD float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-TS_OPTIM_HD double sqrt_rn(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+using namespace exact;  // fma_rn, mul_rn, add_rn, div_rn, sqrt_rn (exact_arith.cuh)
 
 // ---- SGD ------------------------------------------------------------------------------------------
 // Hyperparameters rounded to the compute type C (float or double) as the CPU rounds them.

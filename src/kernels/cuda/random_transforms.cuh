@@ -19,62 +19,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/exact_arith.cuh"
 #include "runtime/philox.h"
 
 namespace tessera::cuda::rnd {
 
 inline constexpr double kTwoPi = 6.283185307179586476925286766559;  // as kernels/cpu/random.cpp
 
-// ---- correctly rounded arithmetic that no compiler may fuse ----------------------------------------
-TS_HOST_DEVICE double fma_rn(double a, double b, double c) {
-#if defined(__CUDA_ARCH__)
-  return __fma_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-TS_HOST_DEVICE float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-TS_HOST_DEVICE double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-TS_HOST_DEVICE float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-TS_HOST_DEVICE double div_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-TS_HOST_DEVICE double sqrt_rn(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-TS_HOST_DEVICE float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+using namespace exact;  // fma_rn, mul_rn, div_rn, sqrt_rn (exact_arith.cuh)
+
 // The two library functions (Note [Random rounding]: not bit-identical across host and device).
 TS_HOST_DEVICE double log1p_(double a) {
 #if defined(__CUDA_ARCH__)
