@@ -19,6 +19,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 export PATH="/usr/local/cuda/bin:$PATH"
+# The conformance oracle needs a PyTorch that sees the GPU: the first python3 on PATH, unless named.
+export TESSERA_PYTHON=${TESSERA_PYTHON:-$(command -v python3)}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1 || { echo "no GPU: nvidia-smi -L failed"; exit 1; }
 arch=${TESSERA_CUDA_ARCHS:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')}
 rc=0
@@ -28,15 +30,18 @@ if [ $build = 1 ]; then
     || { tail -50 "$OUT/build.log"; echo "build failed"; exit 1; }
 fi
 echo "==> gpu tests"
-ctest --test-dir build -L gpu ${filter:+-R "$filter"} -j 4 --timeout 900 --output-on-failure > "$OUT/gpu-tests.log" 2>&1 || rc=1
+ctest --test-dir build -L gpu ${filter:+-R "$filter"} -j 8 --timeout 900 --output-on-failure > "$OUT/gpu-tests.log" 2>&1 || rc=1
 grep -E "tests passed|tests failed|Total Test time" "$OUT/gpu-tests.log"
 grep -E "^\s+[0-9]+ - " "$OUT/gpu-tests.log" | head -60
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
+  # Tests past 2^31 elements are left out: under the sanitizer they would take hours.
+  skip="-*Large*:*Huge*:*Past2*:*LargeShape*"
   for tool in memcheck racecheck; do
     for exe in build/tests/test_cuda_*; do
-      TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc compute-sanitizer --tool $tool --error-exitcode 99 "$exe" \
-        --gtest_filter="-*Large*:*2pow31*" >> "$OUT/sanitizer-$tool.log" 2>&1
+      [ -f "$exe" ] && [ -x "$exe" ] || continue
+      TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool \
+        --error-exitcode 99 "$exe" --gtest_filter="$skip" >> "$OUT/sanitizer-$tool.log" 2>&1
       echo "$tool $(basename "$exe"): rc $?" | tee -a "$OUT/sanitizer-summary.txt"
     done
   done
