@@ -179,9 +179,10 @@ TEST(CudaNorm, AutogradMatchesCpu) {
     std::vector<ts::Tensor> grads[2];
     ts::Tensor ys[2];
     for (int dev = 0; dev < 2; ++dev) {
-      ts::Tensor x = (dev ? gpu(c.x) : c.x).clone().requires_grad_();
-      ts::Tensor w = (dev ? gpu(c.w) : c.w).to(ts::kFloat32).requires_grad_();  // mixed: float32 parameters
-      ts::Tensor b = (dev ? gpu(c.b) : c.b).to(ts::kFloat32).requires_grad_();
+      ts::Tensor x = (dev ? gpu(c.x) : c.x).detach().clone().requires_grad_();
+      // Mixed precision: float32 parameters.
+      ts::Tensor w = (dev ? gpu(c.w) : c.w).to(ts::kFloat32).detach().clone().requires_grad_();
+      ts::Tensor b = (dev ? gpu(c.b) : c.b).to(ts::kFloat32).detach().clone().requires_grad_();
       ts::Tensor y = ts::nn::functional::layer_norm(x, {96}, w, b);
       ts::Tensor z = ts::nn::functional::rms_norm(y, {96}, w);
       ys[dev] = z;

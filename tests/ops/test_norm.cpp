@@ -305,6 +305,26 @@ TEST(OpsNorm, NonContiguousInputs) {
   }
 }
 
+TEST(OpsNorm, EmptyRowsGiveNaNStatistics) {
+  // N = 0: mean and rstd of nothing are NaN (0 / 0), y and dx are empty, dweight / dbias too.
+  ts::Tensor x = ts::zeros({3, 0});
+  auto [y, mean, rstd] = ts::native_layer_norm(x, {0}, ts::ones({0}), ts::zeros({0}), 1e-5);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  EXPECT_TRUE(std::isnan(mean.reshape({3})[1].item<double>()));
+  EXPECT_TRUE(std::isnan(rstd.reshape({3})[2].item<double>()));
+  auto [dx, dw, db] = ts::native_layer_norm_backward(x, x, {0}, mean, rstd, ts::ones({0}), ts::zeros({0}),
+                                                     {true, true, true});
+  EXPECT_EQ(dx.sizes(), x.sizes());
+  EXPECT_EQ(dw.numel(), 0);
+  // M = 0: dweight and dbias are zeros.
+  ts::Tensor e = ts::zeros({0, 4});
+  auto [ye, me, re] = ts::native_layer_norm(e, {4}, ts::ones({4}), ts::ones({4}), 1e-5);
+  auto [dxe, dwe, dbe] = ts::native_layer_norm_backward(e, e, {4}, me, re, ts::ones({4}), ts::ones({4}),
+                                                        {true, true, true});
+  EXPECT_TRUE(ts::equal(dwe, ts::zeros({4})));
+  EXPECT_TRUE(ts::equal(dbe, ts::zeros({4})));
+}
+
 TEST(OpsNorm, Errors) {
   ts::Tensor x = ts::zeros({3, 4});
   EXPECT_THROW(ts::native_layer_norm(x, {5}, {}, {}, 1e-5), ts::ShapeError);
