@@ -235,6 +235,12 @@ void bench_norms() {
     double ms = time_ms([&] { ts::autograd::grad({y}, {x, w, b}, {gy}, true); });
     return Result{ms, ms, ""};
   });
+  row("rms_norm_fwd_bf16_16384x4096", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16);
+    ts::NoGradGuard g;
+    double ms = time_ms([&] { ts::nn::functional::rms_norm(x, {c}, w, 1e-6); });
+    return Result{ms, ms, ""};
+  });
 }
 
 // ---- matmul 8192^3 -----------------------------------------------------------------------------

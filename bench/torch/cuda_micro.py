@@ -167,6 +167,15 @@ def bench_norms():
     row("layer_norm_fwd_bf16_16384x4096", "ms", ln_fwd)
     row("layer_norm_bwd_bf16_16384x4096", "ms", ln_bwd)
 
+    def rms_fwd():
+        x, w = rnd(r, c, dtype=bf), rnd(c, dtype=bf)
+        with torch.no_grad():
+            ms = median_ms(lambda: F.rms_norm(x, (c,), w, 1e-6))
+            comp = compiled_ms(lambda: (lambda: F.rms_norm(x, (c,), w, 1e-6)), lambda t: t)
+        return ms, ms, comp
+
+    row("rms_norm_fwd_bf16_16384x4096", "ms", rms_fwd)
+
 
 def bench_matmul():
     n = 8192

@@ -1,7 +1,9 @@
 // Normalization: functional layer_norm, group_norm, rms_norm, batch_norm and their modules.
+// layer_norm and rms_norm run the fused ops of ops/norm_ops.h (output in x's dtype, weight and bias
+// cast to it, float32 statistics for 16-bit inputs); group_norm and batch_norm are compositions.
 // Statistics are computed as mean((x - mean)^2) (biased, two passes, so no cancellation), then
 // (x - mean) * rsqrt(var + eps); 16-bit inputs are normalized in float32 and cast back, as PyTorch's
-// kernels accumulate in float32. Everything is built from differentiable tessera ops.
+// kernels accumulate in float32. The compositions are built from differentiable tessera ops.
 #include <algorithm>
 #include <limits>
 
@@ -10,6 +12,7 @@
 #include "tessera/nn/functional.h"
 #include "tessera/nn/init.h"
 #include "tessera/nn/normalization.h"
+#include "ops/norm_ops.h"
 
 namespace tessera::nn {
 namespace functional {
@@ -52,6 +55,8 @@ Tensor normalize(const Tensor& x, const std::vector<int64_t>& dims, double eps) 
   return d * rsqrt(var + eps);
 }
 
+Tensor or_undefined(const std::optional<Tensor>& t) { return t ? *t : Tensor(); }
+
 Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, const Shape& view) {
   if (weight && weight->defined()) y = y * weight->to(y.dtype()).reshape(view);
   if (bias && bias->defined()) y = y + bias->to(y.dtype()).reshape(view);
@@ -64,11 +69,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
                   const std::optional<Tensor>& bias, double eps) {
   const char* op = "layer_norm";
   check_input(op, x);
-  std::vector<int64_t> dims = trailing_dims(op, x, normalized_shape);
+  trailing_dims(op, x, normalized_shape);
   check_affine(op, "weight", weight, normalized_shape);
   check_affine(op, "bias", bias, normalized_shape);
-  Tensor y = normalize(x.to(compute_dtype(x)), dims, eps);
-  return affine(y, weight, bias, normalized_shape).to(x.dtype());
+  return std::get<0>(native_layer_norm(x, normalized_shape, or_undefined(weight), or_undefined(bias), eps));
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
@@ -92,7 +96,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optio
                 std::optional<double> eps) {
   const char* op = "rms_norm";
   check_input(op, x);
-  std::vector<int64_t> dims = trailing_dims(op, x, normalized_shape);
+  trailing_dims(op, x, normalized_shape);
   check_affine(op, "weight", weight, normalized_shape);
   double e = eps.value_or(0.0);
   if (!eps) {
@@ -103,9 +107,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optio
       default: e = 0.0078125; break;           // bfloat16: 2^-7
     }
   }
-  Tensor xc = x.to(compute_dtype(x));
-  Tensor y = xc * rsqrt(mean(xc * xc, dims, /*keepdim=*/true) + e);
-  return affine(y, weight, std::nullopt, normalized_shape).to(x.dtype());
+  return std::get<0>(native_rms_norm(x, normalized_shape, or_undefined(weight), e));
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,

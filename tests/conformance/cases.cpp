@@ -419,6 +419,33 @@ void views_and_copies(Builder& b) {
   b.add("equal", "diff", {N({5}), N({5}, kFloat32, 2)}, "torch.equal(x[0], x[1])", [](const V& x) { return V{scalar_tensor(equal(x[0], x[1]), x[0].device())}; });
 }
 
+// layer_norm and rms_norm (the fused norm ops), forward and gradients of x, weight and bias.
+void normalization(Builder& b) {
+  namespace F = nn::functional;
+  const testing::Tolerance red{1e-5, 1e-5};  // row sums in a different order than PyTorch's
+  b.add("layer_norm", "affine", {N({4, 3, 10}) * 2.0 + 1.0, N({10}, kFloat32, 2), N({10}, kFloat32, 3)},
+        "F.layer_norm(x[0], (10,), x[1], x[2])", [](const V& x) { return V{F::layer_norm(x[0], {10}, x[1], x[2])}; }, red);
+  b.add("layer_norm", "2d_shape_noaffine", {N({3, 4, 5})}, "F.layer_norm(x[0], (4, 5), eps=1e-3)",
+        [](const V& x) { return V{F::layer_norm(x[0], {4, 5}, std::nullopt, std::nullopt, 1e-3)}; }, red);
+  b.add("layer_norm", "strided_f64", {NT({6, 7}, kFloat64), N({7}, kFloat64, 2), N({7}, kFloat64, 3)},
+        "F.layer_norm(x[0], (7,), x[1], x[2])", [](const V& x) { return V{F::layer_norm(x[0], {7}, x[1], x[2])}; });
+  // PyTorch 1.13's CPU kernel rounds xhat to bfloat16 before the affine step, tessera rounds once (within
+  // one rounding of float64): an absolute tolerance of a few bfloat16 units at |y| ~ 1 covers the cancellation.
+  b.add("layer_norm", "bf16", {N({8, 64}, kBFloat16), N({64}, kBFloat16, 2), N({64}, kBFloat16, 3)},
+        "F.layer_norm(x[0], (64,), x[1], x[2])", [](const V& x) { return V{F::layer_norm(x[0], {64}, x[1], x[2])}; },
+        testing::Tolerance{1.6e-2, 5e-3});
+  // PyTorch's own definition (F.rms_norm is newer than some oracles), in float32 for 16-bit inputs.
+  b.add("rms_norm", "weight", {N({5, 12}), N({12}, kFloat32, 2)},
+        "x[0] * torch.rsqrt(x[0].pow(2).mean(-1, keepdim=True) + 1e-6) * x[1]",
+        [](const V& x) { return V{F::rms_norm(x[0], {12}, x[1], 1e-6)}; }, red);
+  b.add("rms_norm", "2d_shape_default_eps", {N({2, 3, 4})},
+        "x[0] * torch.rsqrt(x[0].pow(2).mean((-2, -1), keepdim=True) + torch.finfo(x[0].dtype).eps)",
+        [](const V& x) { return V{F::rms_norm(x[0], {3, 4})}; }, red);
+  b.add("rms_norm", "f16", {N({6, 32}, kFloat16), N({32}, kFloat16, 2)},
+        "(x[0].float() * torch.rsqrt(x[0].float().pow(2).mean(-1, keepdim=True) + 1e-5) * x[1].float()).half()",
+        [](const V& x) { return V{F::rms_norm(x[0], {32}, x[1], 1e-5)}; });
+}
+
 thread_local Device g_case_device = kCPU;  // Note [Case device]
 
 }  // namespace
@@ -437,6 +464,7 @@ std::vector<Case> all_cases() {
   indexing(b);
   shape_ops(b);
   views_and_copies(b);
+  normalization(b);
   return std::move(b.cases);
 }
 

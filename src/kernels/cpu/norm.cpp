@@ -1,0 +1,165 @@
+// CPU layer norm and RMS norm, forward and backward, over the contiguous (M, N) rows of Note [Norm
+// rows] (ops/norm_kernel.h). Statistics and gradients accumulate in acc_t<T> (float for the 16-bit
+// floats and float32, double for float64), which is also the statistics dtype. The mean is summed
+// around the row's first element (x - x0), so that a large offset common to the row does not round
+// the sum; the variance is then a second pass over (x - mean)^2.
+//
+// Rows run in parallel (OpenMP, static schedule); each row is computed by one thread in a fixed
+// order, so results do not depend on the thread count. The backward splits the rows into blocks whose
+// size depends on M and N only; each block adds its rows' dy * xhat and dy into its own partial row,
+// and the partial rows are then summed per column in block order: dweight and dbias are deterministic.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "ops/norm_kernel.h"
+#include "tensor/dispatch_dtype.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <class T> const T* cptr(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
+template <class T> T* mptr(const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; }
+
+bool run_parallel(int64_t rows, int64_t work) { return rows > 1 && work > 16384; }
+
+// y = (x - mean) * rstd [* w] [+ b] for one row.
+template <class T, class A>
+void store_row(T* y, const T* x, const T* w, const T* b, int64_t n, A mu, A rs) {
+  if (w && b) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]) + static_cast<A>(b[i]));
+  } else if (w) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]));
+  } else if (b) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs + static_cast<A>(b[i]));
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs);
+  }
+}
+
+template <class T>
+void forward_rows(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w, const T* b, const NormParams& p) {
+  using A = acc_t<T>;
+  const int64_t m = p.rows, n = p.cols;
+  const A nn = static_cast<A>(n), eps = static_cast<A>(p.eps);
+  const bool rms = p.rms;
+#pragma omp parallel for schedule(static) if (run_parallel(m, m * n))
+  for (int64_t r = 0; r < m; ++r) {
+    const T* xr = x + r * n;
+    A mu = 0;
+    if (!rms) {
+      // Summed around the row's first element: a large common offset costs no digits.
+      const A shift = n > 0 ? static_cast<A>(xr[0]) : A(0);
+      A s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < n; ++i) s += static_cast<A>(xr[i]) - shift;
+      mu = shift + s / nn;
+    }
+    A q = 0;
+#pragma omp simd reduction(+ : q)
+    for (int64_t i = 0; i < n; ++i) {
+      const A d = static_cast<A>(xr[i]) - mu;
+      q += d * d;
+    }
+    const A rs = A(1) / std::sqrt(q / nn + eps);
+    if (mean) mean[r] = mu;
+    rstd[r] = rs;
+    store_row(y + r * n, xr, w, b, n, mu, rs);
+  }
+}
+
+template <class T>
+void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                   const T* w, const NormParams& p) {
+  using A = acc_t<T>;
+  const int64_t m = p.rows, n = p.cols;
+  const A nn = static_cast<A>(n);
+  const bool partials = dw || db;
+  // Row blocks: about 64, fewer when the partial rows would pass 2^24 elements. Depends on M, N only.
+  int64_t nblocks = std::min<int64_t>(m, 64);
+  if (partials && n > 0) nblocks = std::min<int64_t>(nblocks, std::max<int64_t>(1, (int64_t(1) << 24) / n));
+  const int64_t per_block = nblocks > 0 ? (m + nblocks - 1) / nblocks : 0;
+  if (per_block > 0) nblocks = (m + per_block - 1) / per_block;
+  std::vector<A> pw(dw ? static_cast<size_t>(nblocks * n) : 0), pb(db ? static_cast<size_t>(nblocks * n) : 0);
+
+#pragma omp parallel for schedule(static) if (nblocks > 1 && m * n > 16384)
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    A* pwr = dw ? pw.data() + blk * n : nullptr;
+    A* pbr = db ? pb.data() + blk * n : nullptr;
+    const int64_t r1 = std::min(m, (blk + 1) * per_block);
+    for (int64_t r = blk * per_block; r < r1; ++r) {
+      const T* xr = x + r * n;
+      const T* gr = dy + r * n;
+      const A mu = mean ? mean[r] : A(0), rs = rstd[r];
+      if (dx) {
+        A sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int64_t i = 0; i < n; ++i) {
+          const A g = w ? static_cast<A>(gr[i]) * static_cast<A>(w[i]) : static_cast<A>(gr[i]);
+          sg += g;
+          sgx += g * ((static_cast<A>(xr[i]) - mu) * rs);
+        }
+        const A mg = mean ? sg / nn : A(0), mgx = sgx / nn;
+        T* dxr = dx + r * n;
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) {
+          const A g = w ? static_cast<A>(gr[i]) * static_cast<A>(w[i]) : static_cast<A>(gr[i]);
+          const A xh = (static_cast<A>(xr[i]) - mu) * rs;
+          dxr[i] = static_cast<T>(rs * (g - mg - xh * mgx));
+        }
+      }
+      if (pwr) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) pwr[i] += static_cast<A>(gr[i]) * ((static_cast<A>(xr[i]) - mu) * rs);
+      }
+      if (pbr) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) pbr[i] += static_cast<A>(gr[i]);
+      }
+    }
+  }
+  if (!partials) return;
+#pragma omp parallel for schedule(static) if (n * nblocks > 16384)
+  for (int64_t i = 0; i < n; ++i) {
+    A sw = 0, sb = 0;
+    for (int64_t blk = 0; blk < nblocks; ++blk) {
+      if (dw) sw += pw[blk * n + i];
+      if (db) sb += pb[blk * n + i];
+    }
+    if (dw) dw[i] = static_cast<T>(sw);
+    if (db) db[i] = static_cast<T>(sb);
+  }
+}
+
+void norm_forward_cpu(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                      const Tensor& bias, const NormParams& p) {
+  dispatch_floating(x.dtype(), p.rms ? "native_rms_norm" : "native_layer_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    forward_rows<T>(mptr<T>(y), mptr<A>(mean), mptr<A>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), p);
+  });
+}
+
+void norm_backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x,
+                       const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormParams& p) {
+  dispatch_floating(x.dtype(), p.rms ? "native_rms_norm_backward" : "native_layer_norm_backward",
+                    [&]<class T>(TypeTag<T>) {
+                      using A = acc_t<T>;
+                      backward_rows<T>(mptr<T>(dx), mptr<T>(dweight), mptr<T>(dbias), cptr<T>(dy), cptr<T>(x),
+                                       cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight), p);
+                    });
+}
+
+}  // namespace
+
+void register_norm() {
+  norm_forward_kernel.set(DeviceType::CPU, &norm_forward_cpu);
+  norm_backward_kernel.set(DeviceType::CPU, &norm_backward_cpu);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,608 @@
+// Layer norm and RMS norm on the GPU, forward and backward: norm_forward_kernel / norm_backward_kernel
+// (ops/norm_kernel.h, Note [Norm rows]). x, dy, y, dx are contiguous (M, N) of one floating dtype T;
+// weight / bias (N) of T or absent; mean / rstd (M) in A = float (double for float64).
+//
+// Math as the CPU kernel (kernels/cpu/norm.cpp): mean = x0 + sum(x - x0) / N (summed around the row's
+// first element), var = sum((x - mean)^2) / N (second pass, from registers), rstd = 1 / sqrt(var +
+// eps); RMS norm: mean = 0. Precise sqrtf / division (no fast math). Sums combine in a fixed order
+// (warp butterfly, then the warps of a row in index order), so a run is reproducible.
+//
+// Rows map to a block (TX, TY): TX threads (a multiple of 32, at most 512) per row, TY rows per block
+// (TY > 1 only for short rows: TX = 32 is one warp per row). Row offsets are int64 (M * N may pass
+// 2^31); columns within a row are int32 in the register kernels (N <= 16384) and int64 in the looped
+// ones.
+//  * register kernels (N up to 512 * K * kVec<T>, K the template count of 16-byte slots per thread):
+//    thread x of a row owns slots x, x + TX, ...; slot s is the elements [s * V, s * V + V), loaded
+//    with one 16-byte load when N % V == 0 and every pointer is 16-byte aligned (`vec`), element by
+//    element otherwise (odd N, misaligned views). Forward: x read once, y written once. Backward: dy
+//    and x read once, dx written once; each thread also sums dy * xhat and dy for its own columns over
+//    the rows its block visits (a grid of at most the resident blocks loops over the rows), and
+//    writes them as one row of float partials (P = grid * TY rows) to workspace memory.
+//  * looped kernels (longer rows): the same row mapping with a column loop, three passes over the
+//    row (sum, centred squares, output) through L2; the backward's dweight / dbias then come from a
+//    column kernel over fixed chunks of rows (block 32 columns x 8 row lanes), again as partial rows.
+//  * norm_finalize_kernel folds the P partial rows of each column in a fixed tree (block 32 x 32) and
+//    rounds once to T: deterministic, no atomics.
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/reduce_common.cuh"
+#include "ops/norm_kernel.h"
+
+namespace tessera::cuda {
+namespace {
+
+using red::aligned16;
+using red::butterfly;
+using red::ceil_div;
+using red::ColumnScratch;
+using red::column_allreduce;
+using red::dev_sqrt;
+using red::grid_x;
+using red::kVec;
+using red::load_acc;
+using red::resident_blocks;
+using red::Vec;
+
+struct FwdParams {
+  const void* x = nullptr;
+  const void* w = nullptr;  // (N) or null
+  const void* b = nullptr;  // (N) or null
+  void* y = nullptr;
+  void* mean = nullptr;  // (M) or null (RMS norm)
+  void* rstd = nullptr;  // (M)
+  int64_t rows = 0, cols = 0;
+  double eps = 0;
+  bool rms = false;
+  bool vec = false;  // 16-byte loads: cols % kVec<T> == 0 and every pointer 16-byte aligned
+};
+
+struct BwdParams {
+  const void* dy = nullptr;
+  const void* x = nullptr;
+  const void* mean = nullptr;  // (M) or null (RMS norm)
+  const void* rstd = nullptr;
+  const void* w = nullptr;  // (N) or null
+  void* dx = nullptr;       // (M, N) or null (not wanted)
+  void* pw = nullptr;       // A partials (P, N) of dweight, or null
+  void* pb = nullptr;       // A partials (P, N) of dbias, or null
+  int64_t rows = 0, cols = 0;
+  int64_t chunk = 0;  // rows per chunk of the column kernel
+  bool vec = false;
+};
+
+constexpr int kMaxRowThreads = 512;
+
+__device__ __forceinline__ int64_t ceil_div_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct Plus {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+
+// Sums each of v[0..K) over the TX = blockDim.x threads of this thread's row; every thread of the row
+// gets the sums. blockDim.x is a multiple of 32, so a warp never spans two rows. Every thread of the
+// block must call it. smem holds 32 * K values.
+template <class A, int K>
+__device__ __forceinline__ void row_allreduce(A (&v)[K], A* smem) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) v[k] = butterfly(v[k], 32, Plus{});
+  const int nw = blockDim.x >> 5;  // warps per row
+  if (nw == 1) return;             // uniform over the block
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+  __syncthreads();  // smem may still be read by a previous call
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) smem[k * 32 + warp] = v[k];
+  }
+  __syncthreads();
+  const int first = threadIdx.y * nw;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    A r = smem[k * 32 + first];
+    for (int w = 1; w < nw; ++w) r += smem[k * 32 + first + w];
+    v[k] = r;
+  }
+}
+
+// Loads slot `s` (elements [s * V, s * V + V) of the row) in compute precision; elements past the row
+// (or of an invalid row) read as 0.
+template <class T, int V>
+__device__ __forceinline__ void load_slot(const T* __restrict__ row, int s, int n, bool vec, bool active,
+                                          dacc_t<T> (&v)[V]) {
+  const int e0 = s * V;
+  if (active && vec && e0 < n) {
+    const Vec<T, V> raw = *reinterpret_cast<const Vec<T, V>*>(row + e0);
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = load_acc(raw.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = active && e0 + j < n ? load_acc(row[e0 + j]) : dacc_t<T>(0);
+  }
+}
+
+template <class T, int V>
+__device__ __forceinline__ void store_slot(T* __restrict__ row, int s, int n, bool vec, const dacc_t<T> (&v)[V]) {
+  const int e0 = s * V;
+  if (vec) {
+    if (e0 < n) {
+      Vec<T, V> raw;
+#pragma unroll
+      for (int j = 0; j < V; ++j) raw.v[j] = convert<T>(v[j]);
+      *reinterpret_cast<Vec<T, V>*>(row + e0) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      if (e0 + j < n) row[e0 + j] = convert<T>(v[j]);
+  }
+}
+
+// ---- forward ---------------------------------------------------------------------------------------
+
+// Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V.
+template <class T, int K>
+static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
+  using A = dacc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A smem[64];
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  const int n = static_cast<int>(p.cols);
+  const A nn = static_cast<A>(n);  // n == 0 gives 0 / 0: NaN statistics, as on the CPU
+  const int tx = threadIdx.x, TX = blockDim.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const T* xr = x + (active ? row : 0) * p.cols;
+    A v[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k) load_slot<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
+    A mu = 0;
+    if (!p.rms) {
+      const A shift = active && n > 0 ? load_acc(xr[0]) : A(0);
+      A s[1] = {0};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
+      row_allreduce(s, smem);
+      mu = shift + s[0] / nn;
+    }
+    A q[1] = {0};
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if ((tx + k * TX) * V + j < n) {
+          const A d = v[k][j] - mu;
+          q[0] += d * d;
+        }
+      }
+    row_allreduce(q, smem);
+    const A rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
+    if (!active) continue;  // no barrier below
+    if (tx == 0) {
+      if (p.mean) static_cast<A*>(p.mean)[row] = mu;
+      static_cast<A*>(p.rstd)[row] = rs;
+    }
+    T* yr = static_cast<T*>(p.y) + row * p.cols;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int s = tx + k * TX;
+      if (s * V >= n) continue;
+      A wv[V], bv[V];
+      load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
+      load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        A o = (v[k][j] - mu) * rs;
+        if (w) o *= wv[j];
+        if (b) o += bv[j];
+        v[k][j] = o;
+      }
+      store_slot<T, V>(yr, s, n, p.vec, v[k]);
+    }
+  }
+}
+
+// Looped kernel: any N, three passes over the row (the later ones mostly from L2).
+template <class T>
+static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(FwdParams p) {
+  using A = dacc_t<T>;
+  __shared__ A smem[64];
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  const int64_t n = p.cols;
+  const int64_t tx = threadIdx.x, TX = blockDim.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const T* xr = x + (active ? row : 0) * n;
+    A mu = 0;
+    if (!p.rms) {
+      const A shift = active && n > 0 ? load_acc(xr[0]) : A(0);
+      A s[1] = {0};
+      if (active)
+        for (int64_t c = tx; c < n; c += TX) s[0] += load_acc(xr[c]) - shift;
+      row_allreduce(s, smem);
+      mu = shift + s[0] / static_cast<A>(n);
+    }
+    A q[1] = {0};
+    if (active)
+      for (int64_t c = tx; c < n; c += TX) {
+        const A d = load_acc(xr[c]) - mu;
+        q[0] += d * d;
+      }
+    row_allreduce(q, smem);
+    const A rs = A(1) / dev_sqrt(q[0] / static_cast<A>(n) + static_cast<A>(p.eps));
+    if (!active) continue;
+    if (tx == 0) {
+      if (p.mean) static_cast<A*>(p.mean)[row] = mu;
+      static_cast<A*>(p.rstd)[row] = rs;
+    }
+    T* yr = static_cast<T*>(p.y) + row * n;
+    for (int64_t c = tx; c < n; c += TX) {
+      A o = (load_acc(xr[c]) - mu) * rs;
+      if (w) o *= load_acc(w[c]);
+      if (b) o += load_acc(b[c]);
+      yr[c] = convert<T>(o);
+    }
+  }
+}
+
+// ---- backward --------------------------------------------------------------------------------------
+
+// Register kernel: dx of the rows it visits, and one partial row of dweight / dbias per (block, y).
+template <class T, int K>
+static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(BwdParams p) {
+  using A = dacc_t<T>;
+  constexpr int V = kVec<T>;
+  __shared__ A smem[64];
+  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const A* __restrict__ mean = static_cast<const A*>(p.mean);
+  const A* __restrict__ rstd = static_cast<const A*>(p.rstd);
+  const int n = static_cast<int>(p.cols);
+  const A nn = static_cast<A>(n);
+  const int tx = threadIdx.x, TX = blockDim.x;
+  const bool partials = p.pw != nullptr || p.pb != nullptr;
+  A aw[K][V], ab[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) aw[k][j] = ab[k][j] = A(0);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const int64_t off = (active ? row : 0) * p.cols;
+    A xh[K][V], g[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      load_slot<T, V>(x + off, tx + k * TX, n, p.vec, active, xh[k]);
+      load_slot<T, V>(dy + off, tx + k * TX, n, p.vec, active, g[k]);
+    }
+    const A mu = active && mean ? mean[row] : A(0);
+    const A rs = active ? rstd[row] : A(0);
+    A sums[2] = {0, 0};  // sum(g * w), sum(g * w * xhat)
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int s = tx + k * TX;
+      A wv[V];
+      load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        xh[k][j] = (xh[k][j] - mu) * rs;  // 0 for elements past the row: g is 0 there
+        aw[k][j] += g[k][j] * xh[k][j];
+        ab[k][j] += g[k][j];
+        if (w) g[k][j] *= wv[j];
+        sums[0] += g[k][j];
+        sums[1] += g[k][j] * xh[k][j];
+      }
+    }
+    if (p.dx == nullptr) continue;  // uniform
+    row_allreduce(sums, smem);
+    if (!active) continue;
+    const A mg = p.mean ? sums[0] / nn : A(0), mgx = sums[1] / nn;
+    T* dxr = static_cast<T*>(p.dx) + row * p.cols;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) g[k][j] = rs * (g[k][j] - mg - xh[k][j] * mgx);
+      store_slot<T, V>(dxr, tx + k * TX, n, p.vec, g[k]);
+    }
+  }
+  if (!partials) return;
+  const int64_t prow = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int e0 = (tx + k * TX) * V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (e0 + j >= n) continue;
+      if (p.pw) static_cast<A*>(p.pw)[prow * p.cols + e0 + j] = aw[k][j];
+      if (p.pb) static_cast<A*>(p.pb)[prow * p.cols + e0 + j] = ab[k][j];
+    }
+  }
+}
+
+// Looped kernel: dx only (two passes over the row).
+template <class T>
+static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_loop_kernel(BwdParams p) {
+  using A = dacc_t<T>;
+  __shared__ A smem[64];
+  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const A* __restrict__ mean = static_cast<const A*>(p.mean);
+  const A* __restrict__ rstd = static_cast<const A*>(p.rstd);
+  const int64_t n = p.cols;
+  const int64_t tx = threadIdx.x, TX = blockDim.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const int64_t off = (active ? row : 0) * n;
+    const A mu = active && mean ? mean[row] : A(0);
+    const A rs = active ? rstd[row] : A(0);
+    A sums[2] = {0, 0};
+    if (active)
+      for (int64_t c = tx; c < n; c += TX) {
+        const A g = w ? load_acc(dy[off + c]) * load_acc(w[c]) : load_acc(dy[off + c]);
+        sums[0] += g;
+        sums[1] += g * ((load_acc(x[off + c]) - mu) * rs);
+      }
+    row_allreduce(sums, smem);
+    if (!active) continue;
+    const A mg = mean ? sums[0] / static_cast<A>(n) : A(0), mgx = sums[1] / static_cast<A>(n);
+    T* dxr = static_cast<T*>(p.dx) + off;
+    for (int64_t c = tx; c < n; c += TX) {
+      const A g = w ? load_acc(dy[off + c]) * load_acc(w[c]) : load_acc(dy[off + c]);
+      const A xhat = (load_acc(x[off + c]) - mu) * rs;
+      dxr[c] = convert<T>(rs * (g - mg - xhat * mgx));
+    }
+  }
+}
+
+constexpr int kColsX = 32, kColsY = 8;
+
+// dweight / dbias partials of the looped path: block (32, 8) = 32 neighbouring columns, 8 row lanes;
+// grid.y = the chunks of p.chunk rows; writes partial row blockIdx.y.
+template <class T>
+static __global__ __launch_bounds__(kColsX* kColsY) void norm_bwd_cols_kernel(BwdParams p) {
+  using A = dacc_t<T>;
+  __shared__ ColumnScratch<A, kColsX * kColsY> scratch;
+  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const A* __restrict__ mean = static_cast<const A*>(p.mean);
+  const A* __restrict__ rstd = static_cast<const A*>(p.rstd);
+  const int64_t n = p.cols, tiles = ceil_div_dev(n, kColsX);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * p.chunk;
+  const int64_t r1 = r0 + p.chunk < p.rows ? r0 + p.chunk : p.rows;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // uniform
+    const int64_t c = t * kColsX + threadIdx.x;
+    const bool valid = c < n;
+    A sw = 0, sb = 0;
+    if (valid)
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kColsY) {
+        const A g = load_acc(dy[r * n + c]);
+        sw += g * ((load_acc(x[r * n + c]) - (mean ? mean[r] : A(0))) * rstd[r]);
+        sb += g;
+      }
+    sw = column_allreduce(sw, Plus{}, scratch.slots());
+    sb = column_allreduce(sb, Plus{}, scratch.slots());
+    if (threadIdx.y == 0 && valid) {
+      if (p.pw) static_cast<A*>(p.pw)[static_cast<int64_t>(blockIdx.y) * n + c] = sw;
+      if (p.pb) static_cast<A*>(p.pb)[static_cast<int64_t>(blockIdx.y) * n + c] = sb;
+    }
+  }
+}
+
+constexpr int kFinX = 32, kFinY = 32;
+
+// dweight[c] / dbias[c] = the sum of the P partial rows' column c, in a fixed tree; P == 0 gives 0.
+template <class T>
+static __global__ __launch_bounds__(kFinX* kFinY) void norm_finalize_kernel(const dacc_t<T>* pw, const dacc_t<T>* pb,
+                                                                             T* dw, T* db, int64_t parts, int64_t n) {
+  using A = dacc_t<T>;
+  __shared__ ColumnScratch<A, kFinX * kFinY> scratch;
+  const int64_t tiles = ceil_div_dev(n, kFinX);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {  // uniform
+    const int64_t c = t * kFinX + threadIdx.x;
+    const bool valid = c < n;
+    A sw = 0, sb = 0;
+    if (valid)
+      for (int64_t s = threadIdx.y; s < parts; s += kFinY) {
+        if (pw) sw += pw[s * n + c];
+        if (pb) sb += pb[s * n + c];
+      }
+    sw = column_allreduce(sw, Plus{}, scratch.slots());
+    sb = column_allreduce(sb, Plus{}, scratch.slots());
+    if (threadIdx.y == 0 && valid) {
+      if (dw) dw[c] = convert<T>(sw);
+      if (db) db[c] = convert<T>(sb);
+    }
+  }
+}
+
+// ---- launching -------------------------------------------------------------------------------------
+
+// 16-byte slots per thread at most: 32 values in registers for the forward, 16 for the backward
+// (which also holds dy and the two partial sums), half of that for double.
+template <class T>
+constexpr int fwd_max_slots() {
+  return std::is_same_v<T, double> ? 8 : 32 / kVec<T>;
+}
+template <class T>
+constexpr int bwd_max_slots() {
+  return std::is_same_v<T, double> ? 4 : 16 / kVec<T>;
+}
+
+struct RowLaunch {
+  dim3 block;
+  int64_t blocks = 0;  // row groups: ceil(M / TY)
+};
+
+// Threads per row for `slots` 16-byte slots at K per thread: a multiple of 32, at most 512; rows per
+// block up to 256 threads.
+RowLaunch row_launch(int64_t rows, int64_t per_row_threads) {
+  const int tx = static_cast<int>(std::min<int64_t>(kMaxRowThreads, std::max<int64_t>(32, ceil_div(per_row_threads, 32) * 32)));
+  const int ty = std::max(1, 256 / tx);
+  return {dim3(tx, ty), ceil_div(rows, ty)};
+}
+
+// The smallest K (doubling up to kmax) that keeps a row within 256 threads, or within 512 at kmax.
+template <int K, int KMax, class F>
+void with_slots(int64_t slots, F&& f) {
+  if constexpr (K < KMax) {
+    if (slots > static_cast<int64_t>(256) * K) return with_slots<K * 2, KMax>(slots, std::forward<F>(f));
+  }
+  f(std::integral_constant<int, K>{});
+}
+
+template <class T>
+bool all_aligned(std::initializer_list<const void*> ptrs) {
+  for (const void* q : ptrs)
+    if (q && !aligned16<T>(q)) return false;
+  return true;
+}
+
+template <class T>
+void launch_forward(const FwdParams& p0, cudaStream_t stream) {
+  constexpr int V = kVec<T>;
+  constexpr int KMax = fwd_max_slots<T>();
+  FwdParams p = p0;
+  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.w, p.b, p.y});
+  const int64_t slots = ceil_div(p.cols, V);
+  const char* op = p.rms ? "native_rms_norm" : "native_layer_norm";
+  if (slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
+    with_slots<1, KMax>(slots, [&](auto kc) {
+      constexpr int K = decltype(kc)::value;
+      const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
+      norm_fwd_reg_kernel<T, K><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      check_launch(op, "norm_fwd_reg_kernel");
+    });
+    return;
+  }
+  const RowLaunch l = row_launch(p.rows, ceil_div(p.cols, 8));
+  norm_fwd_loop_kernel<T><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+  check_launch(op, "norm_fwd_loop_kernel");
+}
+
+template <class T>
+void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t stream) {
+  using A = dacc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr int KMax = bwd_max_slots<T>();
+  BwdParams p = p0;
+  const char* op = p.mean ? "native_layer_norm_backward" : "native_rms_norm_backward";
+  const bool want_partials = dw != nullptr || db != nullptr;
+  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx});
+  const int64_t slots = ceil_div(p.cols, V);
+  const size_t col_bytes = static_cast<size_t>(p.cols) * sizeof(A);
+  int64_t parts = 0;
+  DataPtr ws;  // the partial rows: stream-ordered, released after the launches below are queued
+  auto alloc_partials = [&](int64_t rows_of_partials) {
+    parts = rows_of_partials;
+    if (!want_partials || parts == 0 || p.cols == 0) return;
+    const size_t one = static_cast<size_t>(parts) * col_bytes;
+    ws = allocate_workspace(one * ((dw ? 1 : 0) + (db ? 1 : 0)));
+    char* base = static_cast<char*>(ws.get());
+    p.pw = dw ? base : nullptr;
+    p.pb = db ? base + (dw ? one : 0) : nullptr;
+  };
+  if (p.rows > 0 && slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
+    with_slots<1, KMax>(slots, [&](auto kc) {
+      constexpr int K = decltype(kc)::value;
+      const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
+      int64_t blocks = l.blocks;
+      // With partials, at most the resident blocks: each adds one partial row per y.
+      if (want_partials)
+        blocks = std::min(blocks, resident_blocks(norm_bwd_reg_kernel<T, K>, static_cast<int>(l.block.x * l.block.y),
+                                                  device));
+      alloc_partials(blocks * l.block.y);
+      norm_bwd_reg_kernel<T, K><<<grid_x(blocks), l.block, 0, stream>>>(p);
+      check_launch(op, "norm_bwd_reg_kernel");
+    });
+  } else if (p.rows > 0) {
+    if (p.dx) {
+      const RowLaunch l = row_launch(p.rows, ceil_div(p.cols, 8));
+      norm_bwd_loop_kernel<T><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      check_launch(op, "norm_bwd_loop_kernel");
+    }
+    if (want_partials) {
+      p.chunk = std::max<int64_t>(64, ceil_div(p.rows, 256));
+      const int64_t chunks = ceil_div(p.rows, p.chunk);  // <= 256
+      alloc_partials(chunks);
+      if (p.cols > 0) {
+        const dim3 grid(grid_x(ceil_div(p.cols, kColsX)), static_cast<unsigned>(chunks));
+        norm_bwd_cols_kernel<T><<<grid, dim3(kColsX, kColsY), 0, stream>>>(p);
+        check_launch(op, "norm_bwd_cols_kernel");
+      }
+    }
+  }
+  if (!want_partials || p.cols == 0) return;
+  norm_finalize_kernel<T><<<grid_x(ceil_div(p.cols, kFinX)), dim3(kFinX, kFinY), 0, stream>>>(
+      static_cast<const A*>(p.pw), static_cast<const A*>(p.pb), dw, db, parts, p.cols);
+  check_launch(op, "norm_finalize_kernel");
+}
+
+const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+void* mut_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+void norm_forward_cuda(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, const NormParams& np) {
+  if (np.rows == 0) return;
+  CurrentDevice guard(x.device().index());
+  FwdParams p;
+  p.x = x.data_ptr();
+  p.w = ptr_or_null(weight);
+  p.b = ptr_or_null(bias);
+  p.y = y.data_ptr();
+  p.mean = mut_or_null(mean);
+  p.rstd = rstd.data_ptr();
+  p.rows = np.rows;
+  p.cols = np.cols;
+  p.eps = np.eps;
+  p.rms = np.rms;
+  const cudaStream_t stream = stream_of(x);
+  dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), np.rms ? "native_rms_norm" : "native_layer_norm",
+                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, stream); });
+}
+
+void norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                        const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                        const NormParams& np) {
+  CurrentDevice guard(x.device().index());
+  BwdParams p;
+  p.dy = dy.data_ptr();
+  p.x = x.data_ptr();
+  p.mean = np.rms ? nullptr : ptr_or_null(mean);
+  p.rstd = rstd.data_ptr();
+  p.w = ptr_or_null(weight);
+  p.dx = mut_or_null(dx);
+  p.rows = np.rows;
+  p.cols = np.cols;
+  const cudaStream_t stream = stream_of(x);
+  dispatch_device_dtype<DTypeSet::Floating>(
+      x.dtype(), np.rms ? "native_rms_norm_backward" : "native_layer_norm_backward", [&]<class T>(TypeTag<T>) {
+        launch_backward<T>(p, static_cast<T*>(mut_or_null(dweight)), static_cast<T*>(mut_or_null(dbias)),
+                           x.device().index(), stream);
+      });
+}
+
+}  // namespace
+
+void register_norm() {
+  norm_forward_kernel.set(DeviceType::CUDA, &norm_forward_cuda);
+  norm_backward_kernel.set(DeviceType::CUDA, &norm_backward_cuda);
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,53 @@
+// Kernel slots of the row-normalization family: layer norm and RMS norm, forward and backward
+// (ops/norm_ops.cpp holds the ops, autograd/derivatives/norm.cpp their derivatives).
+//
+// Note [Norm rows]: the op layer views the input as (M, N) rows, N = prod(normalized_shape), and
+// hands the kernels:
+//  - x (and dy for the backward) contiguous (M, N), one floating dtype T;
+//  - weight / bias contiguous (N) of dtype T, or undefined (no affine term); RMS norm has no bias;
+//  - mean / rstd contiguous (M) in the statistics dtype S: float32 for float16/bfloat16/float32
+//    inputs, float64 for float64 inputs. RMS norm has no mean (undefined);
+//  - outputs freshly allocated and contiguous: y and dx (M, N) of dtype T, dweight / dbias (N) of
+//    dtype T. An undefined backward output is not wanted and is not computed.
+// M or N may be 0: the kernels then write nothing but zeroed dweight / dbias (M == 0), and, when
+// N == 0, NaN statistics (0/0, as PyTorch's mean of nothing).
+//
+// One slot pair serves both norms; NormParams::rms selects RMS norm (no mean subtraction, mean
+// undefined, no bias). Statistics accumulate in S: mean = sum(x) / N, then the biased variance
+// var = sum((x - mean)^2) / N over the row again (two passes: no E[x^2] - E[x]^2 cancellation), or
+// ms = sum(x^2) / N for RMS norm; rstd = 1 / sqrt(var + eps). With xhat = (x - mean) * rstd (x * rstd
+// for RMS norm) and g = dy * weight (dy without weight):
+//   y       = xhat * weight + bias
+//   dx      = rstd * (g - mean(g) - xhat * mean(g * xhat))      (RMS norm: without the mean(g) term)
+//   dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy
+// dweight and dbias are reduced in S in an order that depends on M and N only (never on the thread
+// count or on atomics), so they are deterministic.
+#pragma once
+#include <cstdint>
+
+#include "ops/kernel_slot.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+struct NormParams {
+  int64_t rows = 0;  // M
+  int64_t cols = 0;  // N
+  double eps = 1e-5;
+  bool rms = false;  // RMS norm: no mean subtraction, no mean output, no bias
+};
+
+// y (M, N) T; mean (M) S or undefined (RMS norm); rstd (M) S. weight, bias (N) T or undefined.
+using NormForwardFn = void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                           const Tensor& weight, const Tensor& bias, const NormParams& p);
+// dx (M, N) T, dweight (N) T, dbias (N) T, each undefined when not wanted (dbias always for RMS
+// norm; dweight whenever weight is undefined); from dy, x (M, N) T, mean (M) S (undefined for RMS
+// norm), rstd (M) S and weight (N) T or undefined.
+using NormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                            const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                            const NormParams& p);
+
+extern KernelSlot<NormForwardFn> norm_forward_kernel;
+extern KernelSlot<NormBackwardFn> norm_backward_kernel;
+
+}  // namespace tessera

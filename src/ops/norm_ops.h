@@ -1,0 +1,37 @@
+// The fused row-normalization ops, as PyTorch's native_layer_norm / native_layer_norm_backward and
+// _fused_rms_norm (here native_rms_norm) with its backward. nn::functional::layer_norm and rms_norm
+// call the forward ops; autograd/derivatives/norm.cpp calls the backward ops. Not part of the public
+// API. The input x (*, normalized_shape) is normalized over its trailing normalized_shape dims
+// (Note [Norm rows] in ops/norm_kernel.h); weight and bias have normalized_shape and are cast to x's
+// dtype where they differ. mean and rstd have x's leading dims followed by ones (PyTorch's shape),
+// float32 for 16-bit and float32 inputs, float64 for float64 inputs.
+#pragma once
+#include <array>
+#include <tuple>
+
+#include "tessera/functions.h"
+
+namespace tessera {
+
+// -> (y, mean, rstd). weight and bias may be undefined.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shape& normalized_shape,
+                                                     const Tensor& weight, const Tensor& bias, double eps);
+
+// -> (dx, dweight, dbias); each is computed only where output_mask says so (undefined otherwise, and
+// dweight / dbias always undefined without weight / bias). Not recorded by autograd: the derivative
+// of native_layer_norm uses a composite formula when the backward must be differentiable.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                                              const Shape& normalized_shape, const Tensor& mean,
+                                                              const Tensor& rstd, const Tensor& weight,
+                                                              const Tensor& bias, std::array<bool, 3> output_mask);
+
+// RMS norm: y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps). -> (y, rstd).
+std::tuple<Tensor, Tensor> native_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                           double eps);
+
+// -> (dx, dweight), as native_layer_norm_backward.
+std::tuple<Tensor, Tensor> native_rms_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                                    const Shape& normalized_shape, const Tensor& rstd,
+                                                    const Tensor& weight, std::array<bool, 2> output_mask);
+
+}  // namespace tessera
