@@ -31,6 +31,9 @@ void register_shape_ops_derivatives();
 // family conv
 void register_conv_derivatives();
 
+// family batch_norm
+void register_batch_norm_derivatives();
+
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }
 

@@ -23,6 +23,9 @@ void register_derivatives() {
   // family conv
   register_conv_derivatives();
 
+  // family batch_norm
+  register_batch_norm_derivatives();
+
 }
 
 }  // namespace tessera::autograd

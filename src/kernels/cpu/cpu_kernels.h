@@ -33,6 +33,9 @@ void register_optim();
 void register_conv();
 void register_pool();
 
+// batch_norm.cpp: native_batch_norm
+void register_batch_norm();
+
 void register_cpu_kernels();  // all of the above; called once at library start-up
 
 }  // namespace tessera::cpu
