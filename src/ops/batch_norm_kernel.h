@@ -52,10 +52,10 @@ using BatchNormForwardInferenceFn = void(const Tensor& y, const Tensor& x, const
                                          const BatchNormShape& s, double eps);
 // dx, dweight, dbias <- the gradients above. mean / invstd: the saved batch statistics when training,
 // else running_mean and 1 / sqrt(running_var + eps) (computed by the op). reserve: the forward's (may
-// be undefined, also when training; a kernel then works without it).
+// be undefined, also when training; a kernel then works without it). eps: the forward's.
 using BatchNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                                  const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& invstd,
-                                 const Tensor& reserve, const BatchNormShape& s, bool training);
+                                 const Tensor& reserve, const BatchNormShape& s, bool training, double eps);
 
 extern KernelSlot<BatchNormForwardTrainingFn> batch_norm_forward_training_kernel;
 extern KernelSlot<BatchNormForwardInferenceFn> batch_norm_forward_inference_kernel;

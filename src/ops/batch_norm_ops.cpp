@@ -173,7 +173,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
   } else if (dx.defined() || dw.defined() || db.defined()) {
     const Tensor xk = in_kernel_layout(x.detach(), cl);
     const Tensor gk = in_kernel_layout(grad_out.detach(), cl);
-    batch_norm_backward_kernel(x.device(), dx, dw, db, gk, xk, detached(weight), mean, invstd, reserve, s, training);
+    batch_norm_backward_kernel(x.device(), dx, dw, db, gk, xk, detached(weight), mean, invstd, reserve, s, training, eps);
   }
   return {dx, dw, db};
 }

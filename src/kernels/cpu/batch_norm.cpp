@@ -200,7 +200,7 @@ void forward_inference_cpu(const Tensor& y, const Tensor& x, const Tensor& weigh
 
 void backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x,
                   const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Tensor& /*reserve*/,
-                  const BatchNormShape& s, bool training) {
+                  const BatchNormShape& s, bool training, double /*eps*/) {
   dispatch(x.dtype(), "native_batch_norm_backward", [&]<class T, class P>(TypeTag<T>, TypeTag<P>) {
     backward<T, P>(dx.defined() ? dx.data_ptr<T>() : nullptr, ptr<P>(dweight), ptr<P>(dbias), dy.data_ptr<T>(),
                    x.data_ptr<T>(), ptr<P>(weight), mean.data_ptr<P>(), invstd.data_ptr<P>(), s, training);
