@@ -236,7 +236,9 @@ TEST(BatchNormOp, AutogradThroughFunctionalMatchesReference) {
       Ref r = reference(x.detach(), w.detach(), b.detach(), rm, rv, training, 0.1, 1e-5, g);
       Tensor y = F::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
       EXPECT_TRUE(ts::testing::all_close(y, f64(r.y, x.sizes()), tol(ts::kFloat64)));
-      if (training) EXPECT_TRUE(ts::testing::all_close(rm, f64(r.rm, {c}), tol(ts::kFloat64)));
+      if (training) {
+        EXPECT_TRUE(ts::testing::all_close(rm, f64(r.rm, {c}), tol(ts::kFloat64)));
+      }
       y.backward(g);
       EXPECT_TRUE(ts::testing::all_close(x.grad(), f64(r.dx, x.sizes()), {1e-9, 1e-9}));
       EXPECT_TRUE(ts::testing::all_close(w.grad(), f64(r.dw, {c}), {1e-9, 1e-9}));

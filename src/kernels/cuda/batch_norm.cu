@@ -23,8 +23,8 @@
 // cuDNN's epsilon must be >= CUDNN_BN_MIN_EPSILON: a smaller eps takes the fallback.
 //
 // Fallback (tessera ops on the device, float32 accumulation for 16-bit data): tensors of 2^31
-// elements or more (cuDNN descriptors are 32-bit), configurations cuDNN reports as not supported,
-// and the evaluation-mode backward (cuDNN's backward always differentiates through batch
+// elements or more (cuDNN descriptors are 32-bit), channels-last float64, configurations cuDNN reports
+// as not supported, and the evaluation-mode backward (cuDNN's backward always differentiates through batch
 // statistics, which is the training formula).
 #include <climits>
 #include <limits>
@@ -128,10 +128,12 @@ cudnnDataType_t cudnn_dtype(DType dt) {
   TS_THROW(DTypeError, kOp, ": cuDNN batch norm takes float16, bfloat16, float32 and float64, got ", dtype_name(dt));
 }
 
-// cuDNN's descriptors hold 32-bit sizes and strides.
-bool cudnn_takes(const BatchNormShape& s, double eps) {
+// cuDNN's descriptors hold 32-bit sizes and strides. float64 runs in NCHW only (cuDNN's NHWC kernels
+// are for float16 / bfloat16 / float32, as for its convolutions): channels-last float64 takes the fallback.
+bool cudnn_takes(const BatchNormShape& s, DType dt, double eps) {
   const int64_t total = s.n * s.c * s.l;
-  return s.n <= INT_MAX && s.c <= INT_MAX && s.l <= INT_MAX && total < INT_MAX && eps >= CUDNN_BN_MIN_EPSILON;
+  return s.n <= INT_MAX && s.c <= INT_MAX && s.l <= INT_MAX && total < INT_MAX && eps >= CUDNN_BN_MIN_EPSILON &&
+         !(s.channels_last && dt == DType::Float64);
 }
 
 cudnnBatchNormMode_t preferred_mode(const BatchNormShape& s, DType dt, bool training) {
@@ -202,7 +204,7 @@ void forward_training_cuda(const Tensor& y, const Tensor& save_mean, const Tenso
                            const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                            const Tensor& running_var, const BatchNormShape& s, double momentum, double eps) {
   CurrentDevice guard(x.device().index());
-  if (cudnn_takes(s, eps)) {
+  if (cudnn_takes(s, x.dtype(), eps)) {
     const DType p = param_dtype(x.dtype());
     const Tensor w = ones_or(weight, s.c, p, x.device()), b = zeros_or(bias, s.c, p, x.device());
     const cudnnBatchNormMode_t first = preferred_mode(s, x.dtype(), true);
@@ -223,7 +225,7 @@ void forward_inference_cuda(const Tensor& y, const Tensor& x, const Tensor& weig
                             const Tensor& running_mean, const Tensor& running_var, const BatchNormShape& s,
                             double eps) {
   CurrentDevice guard(x.device().index());
-  if (cudnn_takes(s, eps)) {
+  if (cudnn_takes(s, x.dtype(), eps)) {
     const DType p = param_dtype(x.dtype());
     const Tensor w = ones_or(weight, s.c, p, x.device()), b = zeros_or(bias, s.c, p, x.device());
     cudnnHandle_t h = cudnn_handle(stream_of(x));
@@ -289,7 +291,7 @@ void backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                    const Tensor& weight, const Tensor& mean_c, const Tensor& invstd, const Tensor& reserve,
                    const BatchNormShape& s, bool training, double eps) {
   CurrentDevice guard(x.device().index());
-  if (training && cudnn_takes(s, eps)) {
+  if (training && cudnn_takes(s, x.dtype(), eps)) {
     const DType p = param_dtype(x.dtype());
     // cuDNN writes all three results: scratch for the ones not wanted.
     const Tensor dx_ = dx.defined() ? dx : make_empty_strided(x.sizes(), x.strides(), x.dtype(), x.device());
