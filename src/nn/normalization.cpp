@@ -144,8 +144,11 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     return t.detach().to(p);
   };
   Tensor rm = stat(running_mean), rv = stat(running_var);
-  Tensor y = std::get<0>(native_batch_norm(x, param(weight), param(bias), batch_stats ? (update ? rm : Tensor()) : rm,
+  // The op takes 2-D to 5-D inputs; more trailing dims are one (N, C, L) for it.
+  const Tensor xn = x.dim() > 5 ? x.reshape({x.size(0), c, -1}) : x;
+  Tensor y = std::get<0>(native_batch_norm(xn, param(weight), param(bias), batch_stats ? (update ? rm : Tensor()) : rm,
                                            batch_stats ? (update ? rv : Tensor()) : rv, batch_stats, momentum, eps));
+  if (x.dim() > 5) y = y.reshape(x.sizes());
   if (update && rm.impl() != running_mean.impl()) {
     NoGradGuard no_grad;
     Tensor(running_mean).copy_(rm);

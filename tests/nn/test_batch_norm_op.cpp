@@ -379,3 +379,13 @@ TEST(BatchNormOp, Errors) {
   }
   EXPECT_THROW(F::batch_norm(ts::ones({4}), Tensor(), Tensor(), std::nullopt, std::nullopt, true, 0.1, 1e-5), ts::ShapeError);
 }
+
+TEST(BatchNormOp, FunctionalTakesMoreThanFiveDims) {
+  Tensor x = ts::testing::test_data({2, 3, 2, 1, 2, 2}, ts::kFloat64, 26);
+  Tensor rm = ts::zeros({3}, ts::kFloat64), rv = ts::ones({3}, ts::kFloat64);
+  Tensor y = F::batch_norm(x, rm, rv, std::nullopt, std::nullopt, true, 0.1, 1e-5);
+  Ref r = reference(x, Tensor(), Tensor(), ts::zeros({3}, ts::kFloat64), ts::ones({3}, ts::kFloat64), true, 0.1, 1e-5);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  EXPECT_TRUE(ts::testing::all_close(y, f64(r.y, x.sizes()), tol(ts::kFloat64)));
+  EXPECT_TRUE(ts::testing::all_close(rv, f64(r.rv, {3}), tol(ts::kFloat64)));
+}
