@@ -45,6 +45,7 @@ ROWS = {
     "matmul_bf16_8192": ("matmul bf16 8192^3", "rate", 0.95),
     "matmul_f32_tf32_8192": ("matmul f32 (TF32) 8192^3", "rate", 0.95),
     "conv2d_rn50_b256_bf16_fwd_bwd": ("conv2d fwd+bwd ResNet-50 layers b256 bf16", "time", 0.95),
+    "batch_norm_fwd_bwd_bf16_cl_256x256x56x56": ("batch_norm train fwd+bwd bf16 NHWC 256x256x56x56", "time", None),
     "eager_add_1024_x1000": ("eager add 1024 f32 (1000 dependent ops)", "overhead", 2.0),
     "alloc_free_1MiB": ("allocate+free 1 MiB (cached block)", "alloc", 1.0),
 }

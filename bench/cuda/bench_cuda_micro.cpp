@@ -1,6 +1,6 @@
 // CUDA micro-benchmarks (DESIGN.md "Performance method"): device copy bandwidth as the floor, then
-// elementwise, reductions, softmax / layer norm, matmul, ResNet-50's convolutions, eager op overhead and
-// the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
+// elementwise, reductions, softmax / layer norm, matmul, ResNet-50's convolutions and batch norm, eager
+// op overhead and the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
 // same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
 //
 // Output: one JSON object per line, on stdout,
@@ -339,6 +339,27 @@ void bench_conv() {
   });
 }
 
+// ---- batch norm: ResNet-50's layer1 width at batch 256, bfloat16 channels-last, float32 parameters ----
+// One training step of the layer: forward with batch statistics (running stats updated), then the
+// gradients of x, weight and bias.
+void bench_batch_norm() {
+  row("batch_norm_fwd_bwd_bf16_cl_256x256x56x56", "ms", [] {
+    const int64_t c = 256;
+    ts::Tensor x = channels_last(random({256, c, 56, 56}, ts::kBFloat16));
+    ts::Tensor gy = channels_last(random({256, c, 56, 56}, ts::kBFloat16));
+    ts::Tensor w = random({c}, ts::kFloat32), b = random({c}, ts::kFloat32);
+    ts::Tensor rm = ts::zeros({c}, {ts::kFloat32, kGpu}), rv = ts::ones({c}, {ts::kFloat32, kGpu});
+    x.requires_grad_();
+    w.requires_grad_();
+    b.requires_grad_();
+    double ms = time_ms([&] {
+      ts::Tensor y = ts::nn::functional::batch_norm(x, rm, rv, w, b, /*training=*/true, 0.1, 1e-5);
+      ts::autograd::grad({y}, {x, w, b}, {gy});
+    });
+    return Result{ms, ms, ", \"layout\": \"channels_last\""};
+  });
+}
+
 // ---- eager overhead and the caching allocator ------------------------------------------------------
 void bench_overhead() {
   row("eager_add_1024_x1000", "us/op", [] {
@@ -385,6 +406,7 @@ int main(int argc, char** argv) {
   bench_norms();
   bench_matmul();
   bench_conv();
+  bench_batch_norm();
   bench_overhead();
   return 0;
 }

@@ -261,6 +261,22 @@ def bench_conv():
     row("conv2d_rn50_b256_bf16_fwd_bwd", "ms", tot)
 
 
+def bench_batch_norm():
+    def meas():
+        c, bf, cl = 256, torch.bfloat16, torch.channels_last
+        x = rnd(256, c, 56, 56, dtype=bf).contiguous(memory_format=cl).requires_grad_()
+        gy = rnd(256, c, 56, 56, dtype=bf).contiguous(memory_format=cl)
+        w, b = rnd(c).requires_grad_(), rnd(c).requires_grad_()
+        rm, rv = torch.zeros(c, device="cuda"), torch.ones(c, device="cuda")
+
+        def step():
+            y = F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.1, eps=1e-5)
+            torch.autograd.grad(y, (x, w, b), gy)
+        ms = median_ms(step)
+        return ms, ms, None, {"layout": "channels_last"}
+    row("batch_norm_fwd_bwd_bf16_cl_256x256x56x56", "ms", meas)
+
+
 def bench_overhead():
     def eager():
         x0, y = rnd(1024), rnd(1024)
@@ -306,6 +322,7 @@ def main():
     bench_norms()
     bench_matmul()
     bench_conv()
+    bench_batch_norm()
     bench_overhead()
     return 0
 

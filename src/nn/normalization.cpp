@@ -1,6 +1,7 @@
 // Normalization: functional layer_norm, group_norm, rms_norm, batch_norm and their modules.
 // layer_norm and rms_norm run the fused ops of ops/norm_ops.h (output in x's dtype, weight and bias
-// cast to it, float32 statistics for 16-bit inputs); group_norm and batch_norm are compositions.
+// cast to it, float32 statistics for 16-bit inputs), batch_norm the op of ops/batch_norm_ops.h (cuDNN
+// on the GPU); group_norm is a composition.
 // Statistics are computed as mean((x - mean)^2) (biased, two passes, so no cancellation), then
 // (x - mean) * rsqrt(var + eps); 16-bit inputs are normalized in float32 and cast back, as PyTorch's
 // kernels accumulate in float32. The compositions are built from differentiable tessera ops.
@@ -11,8 +12,9 @@
 #include "tessera/functions.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/init.h"
-#include "tessera/nn/normalization.h"
+#include "ops/batch_norm_ops.h"
 #include "ops/norm_ops.h"
+#include "tessera/nn/normalization.h"
 
 namespace tessera::nn {
 namespace functional {
@@ -125,33 +127,37 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     check_affine(op, "running_mean", running_mean, {c});
     check_affine(op, "running_var", running_var, {c});
   }
-  Shape view(static_cast<size_t>(x.dim()), 1);
-  view[1] = c;
-  std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  Tensor xc = x.to(compute_dtype(x));
-  Tensor y;
-  if (training || !running_mean.defined()) {
+  const bool batch_stats = training || !running_mean.defined();
+  if (batch_stats) {
     const int64_t per_channel = c > 0 ? x.numel() / c : 0;
     TS_CHECK(per_channel > 1, ValueError, op, ": Expected more than 1 value per channel when training, got input size ",
              x.sizes());
-    Tensor mu = mean(xc, dims, /*keepdim=*/true);
-    Tensor d = xc - mu;
-    Tensor var = mean(d * d, dims, /*keepdim=*/true);
-    y = d * rsqrt(var + eps);
-    if (training && running_mean.defined()) {
-      NoGradGuard no_grad;
-      const double unbias = static_cast<double>(per_channel) / static_cast<double>(per_channel - 1);
-      Tensor new_mean = mu.reshape({c}).to(running_mean.dtype());
-      Tensor new_var = (var.reshape({c}) * unbias).to(running_var.dtype());
-      Tensor(running_mean).mul_(1.0 - momentum).add_(new_mean, momentum);
-      Tensor(running_var).mul_(1.0 - momentum).add_(new_var, momentum);
-    }
-  } else {
-    Tensor rm = running_mean.to(xc.dtype()).reshape(view), rv = running_var.to(xc.dtype()).reshape(view);
-    y = (xc - rm) * rsqrt(rv + eps);
   }
-  return affine(y, weight, bias, view).to(x.dtype());
+  // native_batch_norm takes parameters and running statistics in the parameter dtype (float32 for a
+  // 16-bit input); others are converted (differentiably for weight / bias) and running statistics of
+  // another dtype are updated through a converted copy written back.
+  const DType p = compute_dtype(x);
+  auto param = [&](const std::optional<Tensor>& t) {
+    if (!t || !t->defined()) return Tensor();
+    return t->dtype() == p ? *t : t->to(p);
+  };
+  const bool update = training && running_mean.defined();
+  auto stat = [&](const Tensor& t) {
+    if (!t.defined() || t.dtype() == p) return t;
+    return t.detach().to(p);
+  };
+  Tensor rm = stat(running_mean), rv = stat(running_var);
+  // The op takes 2-D to 5-D inputs; more trailing dims are one (N, C, L) for it.
+  const Tensor xn = x.dim() > 5 ? x.reshape({x.size(0), c, -1}) : x;
+  Tensor y = std::get<0>(native_batch_norm(xn, param(weight), param(bias), batch_stats ? (update ? rm : Tensor()) : rm,
+                                           batch_stats ? (update ? rv : Tensor()) : rv, batch_stats, momentum, eps));
+  if (x.dim() > 5) y = y.reshape(x.sizes());
+  if (update && rm.impl() != running_mean.impl()) {
+    NoGradGuard no_grad;
+    Tensor(running_mean).copy_(rm);
+    Tensor(running_var).copy_(rv);
+  }
+  return y;
 }
 
 }  // namespace functional

@@ -33,6 +33,8 @@ void register_conv_derivatives();
 
 // family norm
 void register_norm_derivatives();
+// family batch_norm
+void register_batch_norm_derivatives();
 
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }

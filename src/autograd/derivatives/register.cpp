@@ -25,6 +25,8 @@ void register_derivatives() {
 
   // family norm
   register_norm_derivatives();
+  // family batch_norm
+  register_batch_norm_derivatives();
 
 }
 

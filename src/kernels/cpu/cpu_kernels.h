@@ -35,6 +35,8 @@ void register_pool();
 
 // family norm: layer norm and RMS norm (norm.cpp)
 void register_norm();
+// batch_norm.cpp: native_batch_norm
+void register_batch_norm();
 
 void register_cpu_kernels();  // all of the above; called once at library start-up
 

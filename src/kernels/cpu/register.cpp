@@ -27,6 +27,7 @@ void register_cpu_kernels() {
   register_conv();
   register_pool();
   register_norm();  // family norm
+  register_batch_norm();
 }
 
 }  // namespace tessera::cpu

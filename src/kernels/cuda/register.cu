@@ -15,6 +15,7 @@ void register_cuda_kernels() {
   register_optim();
   register_conv();
   register_norm();
+  register_batch_norm();
 }
 
 }  // namespace tessera::cuda
