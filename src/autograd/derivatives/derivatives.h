@@ -30,6 +30,7 @@ void register_shape_ops_derivatives();
 
 // family conv
 void register_conv_derivatives();
+void register_loss_derivatives();  // loss.cpp: fused cross-entropy
 
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }

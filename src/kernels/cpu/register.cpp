@@ -26,6 +26,7 @@ void register_cpu_kernels() {
   // family conv: call register_conv() (and register_pool()) on the next line
   register_conv();
   register_pool();
+  register_loss();
 }
 
 }  // namespace tessera::cpu
