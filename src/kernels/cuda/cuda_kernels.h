@@ -14,6 +14,7 @@ void register_shape_ops();    // shape_ops.cu (index_map, tril/triu)
 void register_random();       // random.cu (Philox, the same bits as the CPU)
 void register_optim();        // optim.cu (fused multi-tensor SGD/Adam)
 void register_conv();         // conv.cu (cuDNN), pool.cu
+void register_loss();         // loss.cu (cross-entropy fused with log_softmax)
 
 void register_cuda_kernels();  // all of the above; called once at library start-up
 

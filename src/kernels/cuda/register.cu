@@ -14,6 +14,7 @@ void register_cuda_kernels() {
   register_random();
   register_optim();
   register_conv();
+  register_loss();
 }
 
 }  // namespace tessera::cuda
