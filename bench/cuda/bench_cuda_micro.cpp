@@ -1,6 +1,6 @@
 // CUDA micro-benchmarks (DESIGN.md "Performance method"): device copy bandwidth as the floor, then
-// elementwise, reductions, softmax / layer norm, matmul, ResNet-50's convolutions and batch norm, eager
-// op overhead and the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
+// elementwise, reductions, softmax / layer norm / RMS norm, cross-entropy, matmul, ResNet-50's convolutions and
+// batch norm, eager op overhead and the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
 // same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
 //
 // Output: one JSON object per line, on stdout,
@@ -243,6 +243,21 @@ void bench_norms() {
   });
 }
 
+// ---- cross-entropy on GPT-2's logits: (8192, 50257) bfloat16, mean, forward + backward -------------
+void bench_loss() {
+  const int64_t r = 8192, c = 50257;
+  row("cross_entropy_fwd_bwd_bf16_8192x50257", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16);
+    x.requires_grad_();
+    ts::Tensor t = ts::randint(0, c, {r}, {ts::kInt64, kGpu});
+    double ms = time_ms([&] {
+      ts::Tensor loss = ts::nn::functional::cross_entropy(x, t);
+      ts::autograd::grad({loss}, {x});
+    });
+    return Result{ms, ms, ""};
+  });
+}
+
 // ---- matmul 8192^3 -----------------------------------------------------------------------------
 void bench_matmul() {
   const int64_t n = 8192;
@@ -404,6 +419,7 @@ int main(int argc, char** argv) {
   bench_elementwise();
   bench_reductions();
   bench_norms();
+  bench_loss();
   bench_matmul();
   bench_conv();
   bench_batch_norm();

@@ -177,6 +177,18 @@ def bench_norms():
     row("rms_norm_fwd_bf16_16384x4096", "ms", rms_fwd)
 
 
+def bench_loss():
+    r, c = 8192, 50257
+
+    def ce():
+        x = rnd(r, c, dtype=torch.bfloat16).requires_grad_()
+        t = torch.randint(0, c, (r,), device="cuda")
+        ms = median_ms(lambda: torch.autograd.grad(F.cross_entropy(x, t), (x,)))
+        return ms, ms
+
+    row("cross_entropy_fwd_bwd_bf16_8192x50257", "ms", ce)
+
+
 def bench_matmul():
     n = 8192
     flops = 2.0 * n ** 3
@@ -320,6 +332,7 @@ def main():
     bench_elementwise()
     bench_reductions()
     bench_norms()
+    bench_loss()
     bench_matmul()
     bench_conv()
     bench_batch_norm()

@@ -1,7 +1,9 @@
 // Losses: nn::functional's loss functions and the loss modules. Written as compositions of tessera
 // ops with PyTorch's formulas (aten/src/ATen/native/Loss*.cpp):
 // - cross_entropy = nll_loss(log_softmax(input)); label smoothing mixes in the mean of -log p over
-//   classes, normalized as nll's mean is (by the weight of the non-ignored targets);
+//   classes, normalized as nll's mean is (by the weight of the non-ignored targets). With class-index
+//   targets it runs fused (ops/loss_ops.h: one kernel per direction, no (N, C) log-probabilities);
+//   probability targets, and weights that require grad, take the composite;
 // - the weighted mean of nll_loss divides by the sum of the picked targets' weights;
 // - binary_cross_entropy_with_logits = (1 - t) x + lw (log1p(exp(-|x|)) + max(-x, 0)), which never
 //   overflows; binary_cross_entropy clamps its logs at -100.
@@ -11,6 +13,7 @@
 #include "tessera/functions.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/loss.h"
+#include "ops/loss_ops.h"
 
 namespace tessera::nn {
 namespace functional {
@@ -52,8 +55,9 @@ struct PickedTargets {
   Tensor safe;    // target with ignored entries replaced by 0
 };
 
-PickedTargets pick_targets(const char* op, const Tensor& input, const Tensor& target,
-                           const std::optional<Tensor>& weight, int64_t ignore_index) {
+// The checks of class-index targets shared by nll_loss and cross_entropy; returns C.
+int64_t check_class_targets(const char* op, const Tensor& input, const Tensor& target,
+                            const std::optional<Tensor>& weight) {
   check_pair(op, input, target);
   TS_CHECK(input.is_floating_point(), DTypeError, op, ": expected a floating-point input, got ", dtype_name(input.dtype()));
   TS_CHECK(is_integral(target.dtype()) && target.dtype() != kBool, DTypeError, op,
@@ -71,7 +75,13 @@ PickedTargets pick_targets(const char* op, const Tensor& input, const Tensor& ta
   if (weight && weight->defined())
     TS_CHECK(weight->sizes() == Shape({c}), ShapeError, op, ": weight tensor should be defined either for all ", c,
              " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  return c;
+}
 
+PickedTargets pick_targets(const char* op, const Tensor& input, const Tensor& target,
+                           const std::optional<Tensor>& weight, int64_t ignore_index) {
+  const int64_t c = check_class_targets(op, input, target, weight);
+  const int64_t cdim = input.dim() == 1 ? 0 : 1;
   PickedTargets p;
   Tensor tgt = target.to(kInt64);
   p.valid = tgt != ignore_index;
@@ -91,6 +101,28 @@ PickedTargets pick_targets(const char* op, const Tensor& input, const Tensor& ta
     p.weight = validf;
   p.loss = -picked * p.weight;
   return p;
+}
+
+// Class-index targets through the fused op (ops/loss_ops.h): per-element losses in float32 (float64
+// for float64 input), reduced there and rounded once to the input's dtype. 'mean' divides by the sum
+// of the targets' weights over the non-ignored elements (their count without weights).
+Tensor fused_cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+                           int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  const char* op = "cross_entropy";
+  check_class_targets(op, input, target, weight);
+  const Tensor w = weight && weight->defined() ? *weight : Tensor();
+  Tensor rows = cross_entropy_loss_rows(input, target, w, ignore_index, label_smoothing).first;
+  if (reduction == "none") return rows.to(input.dtype());
+  if (reduction == "sum") return rows.sum().to(input.dtype());
+  Tensor valid = target != ignore_index;
+  Tensor denom;
+  if (w.defined()) {
+    Tensor safe = where(valid, target.to(kInt64), Scalar(int64_t(0))).flatten();
+    denom = (w.to(input.dtype()).to(rows.dtype()).index_select(0, safe) * valid.flatten().to(rows.dtype())).sum();
+  } else {
+    denom = valid.sum().to(rows.dtype());
+  }
+  return (rows.sum() / denom).to(input.dtype());  // NaN when every target is ignored, as PyTorch
 }
 
 }  // namespace
@@ -119,6 +151,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
   if (has_weight)
     TS_CHECK(weight->sizes() == Shape({c}), ShapeError, op, ": weight tensor should be defined either for all ", c,
              " classes or no classes but got weight tensor of shape: ", weight->sizes());
+  if (!target.is_floating_point() && !(has_weight && weight->requires_grad()))
+    return fused_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing);
   Tensor logp = tessera::log_softmax(input, cdim);
 
   if (target.is_floating_point()) {  // class probabilities

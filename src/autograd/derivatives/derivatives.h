@@ -30,6 +30,7 @@ void register_shape_ops_derivatives();
 
 // family conv
 void register_conv_derivatives();
+void register_loss_derivatives();  // loss.cpp: fused cross-entropy
 
 // family norm
 void register_norm_derivatives();

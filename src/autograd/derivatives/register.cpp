@@ -22,6 +22,7 @@ void register_derivatives() {
 
   // family conv
   register_conv_derivatives();
+  register_loss_derivatives();
 
   // family norm
   register_norm_derivatives();

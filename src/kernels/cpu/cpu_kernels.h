@@ -32,6 +32,7 @@ void register_optim();
 // family conv: declare register_conv() (and register_pool()) on the next line
 void register_conv();
 void register_pool();
+void register_loss();  // loss.cpp: cross-entropy fused with log_softmax
 
 // family norm: layer norm and RMS norm (norm.cpp)
 void register_norm();

@@ -28,6 +28,7 @@ void register_cpu_kernels() {
   register_pool();
   register_norm();  // family norm
   register_batch_norm();
+  register_loss();
 }
 
 }  // namespace tessera::cpu

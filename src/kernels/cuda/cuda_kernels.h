@@ -16,6 +16,7 @@ void register_optim();        // optim.cu (fused multi-tensor SGD/Adam)
 void register_conv();         // conv.cu (cuDNN), pool.cu
 void register_norm();         // norm.cu (layer norm, RMS norm)
 void register_batch_norm();   // batch_norm.cu (cuDNN)
+void register_loss();         // loss.cu (cross-entropy fused with log_softmax)
 
 void register_cuda_kernels();  // all of the above; called once at library start-up
 

@@ -16,6 +16,7 @@ void register_cuda_kernels() {
   register_conv();
   register_norm();
   register_batch_norm();
+  register_loss();
 }
 
 }  // namespace tessera::cuda
