@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -229,7 +230,10 @@ TEST(CudaAllocator, OutOfMemoryMessageAndRecovery) {
         << m;
   }
   EXPECT_EQ(stat("num_ooms"), ooms + 1);
-  EXPECT_GE(stat("num_alloc_retries"), 1);
+  // The retry after freeing the cache happens only with a cache (not under backend:cudaMalloc).
+  const char* conf = std::getenv("TESSERA_CUDA_ALLOC_CONF");
+  if (conf == nullptr || std::string(conf).find("backend:cudaMalloc") == std::string::npos)
+    EXPECT_GE(stat("num_alloc_retries"), 1);
   // The CUDA error was cleared: the next allocation and the next call on the stream work.
 #if defined(TESSERA_WITH_CUDA)
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
