@@ -232,8 +232,9 @@ TEST(CudaAllocator, OutOfMemoryMessageAndRecovery) {
   EXPECT_EQ(stat("num_ooms"), ooms + 1);
   // The retry after freeing the cache happens only with a cache (not under backend:cudaMalloc).
   const char* conf = std::getenv("TESSERA_CUDA_ALLOC_CONF");
-  if (conf == nullptr || std::string(conf).find("backend:cudaMalloc") == std::string::npos)
+  if (conf == nullptr || std::string(conf).find("backend:cudaMalloc") == std::string::npos) {
     EXPECT_GE(stat("num_alloc_retries"), 1);
+  }
   // The CUDA error was cleared: the next allocation and the next call on the stream work.
 #if defined(TESSERA_WITH_CUDA)
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
