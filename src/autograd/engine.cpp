@@ -38,7 +38,8 @@ void add_into(Tensor& slot, const Tensor& g) {
   slot = slot.defined() ? add(slot, g) : g;
 }
 
-// Reduces a gradient to the slot's shape (undoing broadcasting) and casts it to the slot's dtype.
+// Reduces a gradient to the slot's shape (undoing broadcasting) and casts it to the slot's dtype and
+// device (the gradient of a copy between devices arrives on the copy's device).
 Tensor conform(const Tensor& g, const SlotMeta& m, const std::string& producer) {
   Tensor r = g;
   if (r.sizes() != m.sizes) {
@@ -49,7 +50,7 @@ Tensor conform(const Tensor& g, const SlotMeta& m, const std::string& producer) 
                " for an input of shape ", m.sizes);
     }
   }
-  if (r.dtype() != m.dtype) r = r.to(m.dtype);
+  if (r.dtype() != m.dtype || r.device() != m.device) r = r.to(m.device, m.dtype);
   return r;
 }
 

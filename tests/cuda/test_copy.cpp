@@ -288,3 +288,21 @@ TEST(CudaCopy, BetweenTwoGpus) {
     EXPECT_TRUE(same(g1.to(d0), x));                             // and back
   }
 }
+
+// Autograd through copies between devices: each gradient arrives on its own input's device (the
+// gradient of `.cpu()` goes back to the GPU, that of `.cuda()` to the host).
+TEST(CudaCopy, GradientsFlowBackAcrossDevices) {
+  TS_REQUIRE_GPU();
+  ts::Tensor x = test_data({3, 4}, ts::kFloat32, 11).requires_grad_();
+  ts::Tensor y = (x.cuda() * 3.0).cpu().sum();  // host leaf -> GPU op -> host sum
+  y.backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(x.grad().is_cpu());
+  EXPECT_TRUE(all_close(x.grad(), ts::full({3, 4}, 3.0f), tolerance_for(ts::kFloat32)));
+  ts::Tensor g = test_data({5}, ts::kFloat32, 12).cuda().requires_grad_();
+  ts::Tensor z = (g.cpu() * g.cpu()).sum();  // GPU leaf -> host ops
+  z.backward();
+  ASSERT_TRUE(g.grad().defined());
+  EXPECT_TRUE(g.grad().is_cuda());
+  EXPECT_TRUE(all_close(g.grad().cpu(), g.detach().cpu() * 2.0, tolerance_for(ts::kFloat32)));
+}
