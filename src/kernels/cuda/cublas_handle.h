@@ -1,8 +1,5 @@
-// cuBLASLt for the kernels: one handle per (device, thread), and the status check that every cuBLAS
-// call goes through (DESIGN.md "Conventions"). Handles are created lazily on first use on a device
-// and returned to a per-device pool when their thread ends, so a program that starts many threads
-// reuses them instead of creating one per thread; they are never destroyed (the driver may already be
-// gone at process exit, as PyTorch's handle pools also assume).
+// cuBLASLt for the kernels: one handle per (device, thread), pooled across threads (handle_pool.h), and
+// the status check that every cuBLAS call goes through (DESIGN.md "Conventions").
 #pragma once
 #include <cublasLt.h>
 

@@ -1,7 +1,6 @@
-// cuDNN for the kernels: one handle per (device, thread), bound to the current stream on each use,
-// the status check that every cuDNN call goes through (DESIGN.md "Conventions"), and owning wrappers
-// of the legacy descriptors. Handles are created lazily and returned to a per-device pool when their
-// thread ends; they are never destroyed (as cublas_handle.h).
+// cuDNN for the kernels: one handle per (device, thread), pooled across threads (handle_pool.h) and
+// bound to the current stream on each use; the status check that every cuDNN call goes through
+// (DESIGN.md "Conventions"); owning wrappers of the legacy descriptors.
 #pragma once
 #include <cudnn.h>
 

@@ -5,11 +5,17 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 namespace tessera::cuda {
 
 // Raises the Error for `err` (which is not cudaSuccess). `what` says what failed: "cudaMalloc",
 // "add: binary_vec_kernel", ...
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
+
+// "runtime/cuda/stream.cpp:42" from __FILE__ and __LINE__: the path from the source tree's src/ on, for
+// the messages of CUDA, cuBLAS and cuDNN errors.
+std::string source_location(const char* file, int line);
 
 // After a kernel launch: raises, naming `op` and `kernel`, if the launch failed. Asynchronous errors
 // of earlier kernels surface at the next synchronizing call, as in CUDA itself.

@@ -7,20 +7,24 @@
 
 namespace tessera::cuda {
 
+std::string source_location(const char* file, int line) {
+  std::string where = file;
+  const auto src = where.rfind("/src/");
+  if (src != std::string::npos) where = where.substr(src + 1);
+  return where + ":" + std::to_string(line);
+}
+
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
   (void)cudaGetLastError();  // clear a sticky-free error so that the next call starts clean
-  std::string where = file;
-  auto slash = where.rfind("/src/");
-  if (slash != std::string::npos) where = where.substr(slash + 1);
+  const std::string where = source_location(file, line);
   if (err == cudaErrorMemoryAllocation)
     TS_THROW(OutOfMemoryError, what, ": CUDA out of memory (", cudaGetErrorName(err), ": ", cudaGetErrorString(err),
-             ") at ", where, ":", line);
+             ") at ", where);
   if (err == cudaErrorNoKernelImageForDevice)
     TS_THROW(DeviceError, what, ": ", cudaGetErrorString(err),
              " — tessera was not built for this GPU's architecture; rebuild with -DCMAKE_CUDA_ARCHITECTURES=<its sm> (",
-             where, ":", line, ")");
-  TS_THROW(DeviceError, what, ": CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ", where,
-           ":", line);
+             where, ")");
+  TS_THROW(DeviceError, what, ": CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") at ", where);
 }
 
 void check_launch(const char* op, const char* kernel) {
