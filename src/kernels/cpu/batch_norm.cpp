@@ -59,6 +59,20 @@ void accumulate(const T* base, const BatchNormShape& s, const Layout& lay, int64
     }
 }
 
+// y = (x - mean) * scale + shift over the channels [c0, c0 + cb).
+template <class T, class A>
+void normalize_block(T* y, const T* x, const BatchNormShape& s, const Layout& lay, int64_t c0, int64_t cb,
+                     const A* mean, const A* scale, const A* shift) {
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t l = 0; l < s.l; ++l) {
+      const int64_t off = n * lay.sn + l * lay.sl + c0 * lay.sc;
+      for (int64_t j = 0; j < cb; ++j) {
+        const A v = static_cast<A>(x[off + j * lay.sc]);
+        y[off + j * lay.sc] = static_cast<T>((v - mean[j]) * scale[j] + shift[j]);
+      }
+    }
+}
+
 template <class T, class P>
 void forward_training(T* y, P* save_mean, P* save_invstd, const T* x, const P* w, const P* b, P* rm, P* rv,
                       const BatchNormShape& s, double momentum, double eps) {
@@ -86,14 +100,7 @@ void forward_training(T* y, P* save_mean, P* save_invstd, const T* x, const P* w
       scale[j] = static_cast<A>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
       shift[j] = b ? static_cast<A>(b[c]) : A(0);
     }
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t l = 0; l < s.l; ++l) {
-        const int64_t off = n * lay.sn + l * lay.sl + c0 * lay.sc;
-        for (int64_t j = 0; j < cb; ++j) {
-          const A v = static_cast<A>(x[off + j * lay.sc]);
-          y[off + j * lay.sc] = static_cast<T>((v - mean_a[j]) * scale[j] + shift[j]);
-        }
-      }
+    normalize_block(y, x, s, lay, c0, cb, mean_a, scale, shift);
   });
 }
 
@@ -111,14 +118,7 @@ void forward_inference(T* y, const T* x, const P* w, const P* b, const P* rm, co
       scale[j] = static_cast<A>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
       shift[j] = b ? static_cast<A>(b[c]) : A(0);
     }
-    for (int64_t n = 0; n < s.n; ++n)
-      for (int64_t l = 0; l < s.l; ++l) {
-        const int64_t off = n * lay.sn + l * lay.sl + c0 * lay.sc;
-        for (int64_t j = 0; j < cb; ++j) {
-          const A v = static_cast<A>(x[off + j * lay.sc]);
-          y[off + j * lay.sc] = static_cast<T>((v - mean_a[j]) * scale[j] + shift[j]);
-        }
-      }
+    normalize_block(y, x, s, lay, c0, cb, mean_a, scale, shift);
   });
 }
 

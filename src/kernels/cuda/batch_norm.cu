@@ -117,17 +117,6 @@ void fallback_backward(const Tensor& dx, const Tensor& dweight, const Tensor& db
 }
 
 // ---- cuDNN ----------------------------------------------------------------------------------------
-cudnnDataType_t cudnn_dtype(DType dt) {
-  switch (dt) {
-    case DType::Float16: return CUDNN_DATA_HALF;
-    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    case DType::Float32: return CUDNN_DATA_FLOAT;
-    case DType::Float64: return CUDNN_DATA_DOUBLE;
-    default: break;
-  }
-  TS_THROW(DTypeError, kOp, ": cuDNN batch norm takes float16, bfloat16, float32 and float64, got ", dtype_name(dt));
-}
-
 // cuDNN's descriptors hold 32-bit sizes and strides. float64 runs in NCHW only (cuDNN's NHWC kernels
 // are for float16 / bfloat16 / float32, as for its convolutions): channels-last float64 takes the fallback.
 bool cudnn_takes(const BatchNormShape& s, DType dt, double eps) {
@@ -145,7 +134,7 @@ struct BnDescs {
   CudnnTensorDesc x, p;
   BnDescs(const BatchNormShape& s, DType dt, cudnnBatchNormMode_t mode) {
     TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.get(), s.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                              cudnn_dtype(dt), static_cast<int>(s.n), static_cast<int>(s.c),
+                                              cudnn_dtype(dt, kOp), static_cast<int>(s.n), static_cast<int>(s.c),
                                               static_cast<int>(s.l), 1));
     TS_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p.get(), x.get(), mode));
   }

@@ -112,17 +112,6 @@ void zero_dense(const Tensor& res) {
 }
 
 // ---- cuDNN types ----------------------------------------------------------------------------------
-cudnnDataType_t cudnn_dtype(DType dt) {
-  switch (dt) {
-    case DType::Float16: return CUDNN_DATA_HALF;
-    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
-    case DType::Float32: return CUDNN_DATA_FLOAT;
-    case DType::Float64: return CUDNN_DATA_DOUBLE;
-    default: break;
-  }
-  TS_THROW(DTypeError, "conv2d: cuDNN convolutions take float16, bfloat16, float32 and float64, got ", dtype_name(dt));
-}
-
 cudnnMathType_t math_type(DType dt) {
   if (dt == DType::Float16 || dt == DType::BFloat16) return CUDNN_TENSOR_OP_MATH;
   if (dt == DType::Float32) return cudnn_allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -155,7 +144,7 @@ struct ConvPtrs {
 // Descriptors for `n` samples; y has the full conv2d output size (oh, ow).
 void set_descs(ConvDescs& d, const char* op, const ConvGeometry& g, int64_t n, int64_t oh, int64_t ow, DType dt,
                bool nhwc, cudnnMathType_t math) {
-  const cudnnDataType_t t = cudnn_dtype(dt);
+  const cudnnDataType_t t = cudnn_dtype(dt, "conv2d");
   const cudnnTensorFormat_t f = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   const int n32 = to_int(n, op, "batch");
   TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.x.get(), f, t, n32, to_int(g.in_channels, op, "channels"),

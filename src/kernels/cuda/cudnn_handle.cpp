@@ -20,6 +20,17 @@ cudnnHandle_t cudnn_handle(cudaStream_t stream) {
   return h;
 }
 
+cudnnDataType_t cudnn_dtype(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::Float16: return CUDNN_DATA_HALF;
+    case DType::BFloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::Float32: return CUDNN_DATA_FLOAT;
+    case DType::Float64: return CUDNN_DATA_DOUBLE;
+    default: break;
+  }
+  TS_THROW(DTypeError, op, ": cuDNN takes float16, bfloat16, float32 and float64, got ", dtype_name(dtype));
+}
+
 void throw_cudnn_error(cudnnStatus_t status, const char* what, const char* file, int line) {
   const std::string where = source_location(file, line);
   const char* text = cudnnGetErrorString(status);

@@ -6,7 +6,12 @@
 
 #include <cstdint>
 
+#include "tessera/dtype.h"
+
 namespace tessera::cuda {
+
+// cuDNN's data type for a floating dtype; DTypeError naming `op` for any other.
+cudnnDataType_t cudnn_dtype(DType dtype, const char* op);
 
 // The cuDNN handle of the current device for the calling thread, set to run on `stream`.
 cudnnHandle_t cudnn_handle(cudaStream_t stream);
