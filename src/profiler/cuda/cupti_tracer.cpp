@@ -152,7 +152,9 @@ class CuptiTracer final : public GpuTracer {
       g_collector.external.clear();
       g_collector.dropped = 0;
     }
-    CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    // Registered once per process; later profiles reuse the callbacks.
+    static const CUptiResult registered = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult r = registered;
     if (r != CUPTI_SUCCESS) {
       std::fprintf(stderr, "tessera profiler: CUPTI is unavailable (%s); recording the CPU only\n", result_string(r));
       return false;
