@@ -9,6 +9,9 @@
 
 namespace tessera::profiler::detail {
 
+// Makes a stopped session's times relative to its start and fills self CPU, self CUDA and CUDA total
+// times (profiler/profile.cpp).
+void finish_events(SessionResult& r);
 KeyAverages compute_key_averages(const std::vector<Event>& events, bool group_by_input_shape, bool with_cuda);
 // "[[2, 3], [3]]", PyTorch's format of input shapes.
 std::string format_shapes(const std::vector<std::vector<int64_t>>& shapes);

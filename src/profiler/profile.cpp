@@ -32,8 +32,12 @@ namespace {
 
 enum class State { Idle, Running, Stopped };
 
+}  // namespace
+
+namespace detail {
+
 // Times relative to the start, self and CUDA times (see the top of this file).
-void finish_events(detail::SessionResult& r) {
+void finish_events(SessionResult& r) {
   const int64_t t0 = r.start_ns;
   std::unordered_map<int64_t, size_t> index;
   index.reserve(r.events.size());
@@ -72,7 +76,7 @@ void finish_events(detail::SessionResult& r) {
   for (Event* e : cpu) e->self_cpu_ns = std::max<int64_t>(e->self_cpu_ns, 0);
 }
 
-}  // namespace
+}  // namespace detail
 
 struct profile::Impl {
   ProfileOptions options;
@@ -106,7 +110,7 @@ void profile::stop() {
   TS_CHECK(impl_->state == State::Running, ValueError, "profile.stop: the profile is not running");
   impl_->state = State::Stopped;
   impl_->result = detail::stop_session();
-  finish_events(impl_->result);
+  detail::finish_events(impl_->result);
 }
 
 bool profile::running() const { return impl_->state == State::Running; }

@@ -100,7 +100,11 @@ TEST(CudaProfiler, TraceHasGpuTracksAndFlows) {
   std::set<int64_t> cpu_pids, gpu_pids;
   std::set<uint64_t> starts, finishes;
   for (const auto& e : doc["traceEvents"]) {
-    if (e["ph"] == "X") (e["cat"] == "kernel" ? gpu_pids : cpu_pids).insert(e["pid"].get<int64_t>());
+    if (e["ph"] == "X") {
+      const std::string cat = e["cat"];
+      const bool gpu = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
+      (gpu ? gpu_pids : cpu_pids).insert(e["pid"].get<int64_t>());
+    }
     if (e["ph"] == "s") starts.insert(e["id"].get<uint64_t>());
     if (e["ph"] == "f") {
       finishes.insert(e["id"].get<uint64_t>());

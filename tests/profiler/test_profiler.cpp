@@ -14,6 +14,7 @@
 
 #include "common/test_util.h"
 #include "ops/op_scope.h"
+#include "profiler/export.h"
 #include "profiler/recorder.h"
 #include "tessera/profiler.h"
 #include "tessera/tessera.h"
@@ -467,4 +468,111 @@ TEST(Profiler, ExportErrors) {
   p.stop();
   EXPECT_THROW(p.export_chrome_trace("/nonexistent-dir/x.json"), ts::IOError);
   EXPECT_THROW(p.export_memory_timeline("/nonexistent-dir/x.svg"), ts::IOError);
+}
+
+// The GPU side of the outputs, on the CPU: a session with made-up GPU events linked to ops.
+TEST(Profiler, GpuEventsLinkToOpsInTimesTableAndTrace) {
+  namespace d = prof::detail;
+  d::SessionResult r;
+  r.start_ns = 1000;
+  r.stop_ns = 1200;
+  r.with_cuda = true;
+  auto cpu = [](int64_t id, const char* name, int64_t s, int64_t e, int64_t parent, int depth) {
+    prof::Event ev;
+    ev.id = id;
+    ev.name = name;
+    ev.kind = prof::EventKind::Op;
+    ev.start_ns = s;
+    ev.end_ns = e;
+    ev.thread = 1;
+    ev.parent = parent;
+    ev.depth = depth;
+    return ev;
+  };
+  auto gpu = [](int64_t id, prof::EventKind kind, const char* name, int64_t s, int64_t e, int64_t op, uint64_t corr) {
+    prof::Event ev;
+    ev.id = id;
+    ev.kind = kind;
+    ev.name = name;
+    ev.start_ns = s;
+    ev.end_ns = e;
+    ev.op = op;
+    ev.device = 0;
+    ev.stream = 7;
+    ev.correlation = corr;
+    return ev;
+  };
+  r.events = {cpu(1, "outer_op", 1000, 1100, 0, 0), cpu(2, "inner_op", 1010, 1050, 1, 1),
+              gpu(3, prof::EventKind::Kernel, "kernel_a", 1020, 1030, 1, 11),
+              gpu(4, prof::EventKind::Kernel, "kernel_b", 1060, 1090, 2, 12),
+              gpu(5, prof::EventKind::Memcpy, "Memcpy DtoH", 1095, 1097, 0, 13)};
+  d::finish_events(r);
+  const prof::Event& outer = r.events[0];
+  const prof::Event& inner = r.events[1];
+  EXPECT_EQ(outer.start_ns, 0);
+  EXPECT_EQ(outer.self_cpu_ns, 60);
+  EXPECT_EQ(inner.self_cpu_ns, 40);
+  EXPECT_EQ(outer.self_cuda_ns, 10);
+  EXPECT_EQ(inner.self_cuda_ns, 30);
+  EXPECT_EQ(outer.cuda_total_ns, 40);
+  EXPECT_EQ(inner.cuda_total_ns, 30);
+  EXPECT_EQ(r.events[2].self_cpu_ns, 0);
+  EXPECT_EQ(r.events[2].cuda_total_ns, 10);
+
+  prof::KeyAverages ka = d::compute_key_averages(r.events, false, true);
+  ASSERT_NE(ka.find("outer_op"), nullptr);
+  EXPECT_EQ(ka.find("outer_op")->cuda_time_total_ns, 40);
+  EXPECT_EQ(ka.find("outer_op")->self_cuda_time_total_ns, 10);
+  ASSERT_NE(ka.find("kernel_b"), nullptr);
+  EXPECT_TRUE(ka.find("kernel_b")->is_gpu);
+  EXPECT_EQ(ka.find("kernel_b")->self_cuda_time_total_ns, 30);
+  EXPECT_EQ(ka.find("kernel_b")->cpu_time_total_ns, 0);
+  const std::string t = ka.table("self_cuda_time_total");
+  for (const char* col : {"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "Self CUDA time total: 0.042us"})
+    EXPECT_NE(t.find(col), std::string::npos) << col << "\n" << t;
+  // Sorted by self CUDA time, descending (ties keep the order of first appearance): inner_op and
+  // kernel_b (30 ns) before outer_op and kernel_a (10 ns).
+  EXPECT_LT(t.find("inner_op"), t.find("kernel_a"));
+  EXPECT_LT(t.find("kernel_b"), t.find("kernel_a"));
+
+  const std::string path = temp_path("gpu_trace.json");
+  d::write_chrome_trace(r, path);
+  nlohmann::json doc = nlohmann::json::parse(read_file(path));
+  std::filesystem::remove(path);
+  std::map<uint64_t, nlohmann::json> starts, finishes;
+  int64_t gpu_pid = -1, cpu_pid = -1;
+  bool stream_named = false, gpu_named = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "s") starts[e["id"].get<uint64_t>()] = e;
+    if (e["ph"] == "f") finishes[e["id"].get<uint64_t>()] = e;
+    if (e["ph"] == "X" && e["name"] == "kernel_a") {
+      gpu_pid = e["pid"];
+      EXPECT_EQ(e["tid"], 7);
+      EXPECT_EQ(e["cat"], "kernel");
+      EXPECT_EQ(e["args"]["External id"], 1);
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.020);
+      EXPECT_DOUBLE_EQ(e["dur"].get<double>(), 0.010);
+    }
+    if (e["ph"] == "X" && e["name"] == "outer_op") {
+      cpu_pid = e["pid"];
+      EXPECT_DOUBLE_EQ(e["args"]["cuda time (us)"].get<double>(), 0.040);
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "stream 7") stream_named = true;
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "GPU 0") gpu_named = true;
+  }
+  EXPECT_NE(gpu_pid, cpu_pid);
+  EXPECT_TRUE(stream_named);
+  EXPECT_TRUE(gpu_named);
+  // One flow per linked GPU event (the memcpy has no op), from the op's thread to the stream.
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(finishes.size(), 2u);
+  for (uint64_t corr : {11u, 12u}) {
+    ASSERT_TRUE(starts.count(corr) && finishes.count(corr)) << corr;
+    EXPECT_EQ(starts[corr]["pid"], cpu_pid);
+    EXPECT_EQ(starts[corr]["tid"], 1);
+    EXPECT_EQ(finishes[corr]["pid"], gpu_pid);
+    EXPECT_EQ(finishes[corr]["bp"], "e");
+    EXPECT_EQ(starts[corr]["cat"], finishes[corr]["cat"]);
+  }
+  EXPECT_DOUBLE_EQ(starts[12]["ts"].get<double>(), 0.010);  // inner_op's start
 }
