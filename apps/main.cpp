@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   train->add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
   train->add_option("--limit-train", t.limit_train, "use only the first N training examples");
   train->add_option("--threads", t.threads, "CPU threads (default: all)");
+  train->add_option("--profile", t.profile,
+                    "profile steps 3-5 of the first epoch: Chrome trace to this path (open in Perfetto), memory "
+                    "timeline SVG next to it, table of ops on stdout");
 
   app.add_subcommand("info", "print the build and the devices");
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "metrics_plot.h"
 #include "progress.h"
@@ -66,6 +67,20 @@ Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
   return {loss_sum / static_cast<double>(n), 100.0 * static_cast<double>(correct) / static_cast<double>(n)};
 }
 
+// --profile: steps kProfileFirst..kProfileLast (1-based) of the first epoch run, each in a "step N"
+// range; the trace, a memory timeline next to it and the table of ops.
+constexpr int64_t kProfileFirst = 3, kProfileLast = 5;
+
+void finish_profile(profiler::profile& prof, const std::string& path, bool cuda) {
+  prof.stop();
+  prof.export_chrome_trace(path);
+  std::filesystem::path svg(path);
+  svg.replace_extension(".memory.svg");
+  prof.export_memory_timeline(svg.string());
+  std::printf("%s", prof.key_averages().table(cuda ? "self_cuda_time_total" : "self_cpu_time_total", 20).c_str());
+  std::printf("profile: trace %s, memory timeline %s\n", path.c_str(), svg.string().c_str());
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& o) {
@@ -113,6 +128,9 @@ int run_train(const TrainOptions& o) {
 
   std::vector<EpochMetrics> rows;
   const bool tty = true;
+  std::optional<profiler::profile> prof;
+  profiler::ProfileOptions prof_opts{.activities = {profiler::CPU}, .record_shapes = true, .profile_memory = true};
+  if (device.is_cuda()) prof_opts.activities.push_back(profiler::CUDA);
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
     train_loader.set_epoch(epoch);
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs),
@@ -120,18 +138,36 @@ int run_train(const TrainOptions& o) {
     double loss_sum = 0;
     int64_t seen = 0, batches = 0;
     for (auto& [x, y] : train_loader) {
+      const int64_t step = batches + 1;
+      const bool profiling = !o.profile.empty() && epoch == first_epoch && step >= kProfileFirst && step <= kProfileLast;
+      if (profiling && step == kProfileFirst) prof.emplace(prof_opts);
+      std::optional<profiler::record_function> range;
+      if (profiling) range.emplace("step " + std::to_string(step));
       Tensor xd = x.to(device), yd = y.to(device);
       opt->zero_grad();
-      Tensor loss = nn::functional::cross_entropy((*model)(xd), yd);
-      loss.backward();
-      opt->step();
+      Tensor loss;
+      {
+        profiler::record_function r("forward");  // user ranges cost one relaxed load unless profiling
+        loss = nn::functional::cross_entropy((*model)(xd), yd);
+      }
+      {
+        profiler::record_function r("backward");
+        loss.backward();
+      }
+      {
+        profiler::record_function r("optimizer.step");
+        opt->step();
+      }
       sched.step();
       loss_sum += loss.item<double>();
+      range.reset();
+      if (profiling && step == kProfileLast) finish_profile(*prof, o.profile, device.is_cuda());
       ++batches;
       seen += y.size(0);
       bar.update(seen, loss_sum / static_cast<double>(batches));
     }
     bar.finish();
+    if (prof && prof->running()) finish_profile(*prof, o.profile, device.is_cuda());  // a short epoch
     const double train_seconds = bar.seconds();
     Eval ev = evaluate(*model, test_loader, device);
     EpochMetrics m{static_cast<int>(epoch + 1), loss_sum / static_cast<double>(batches), ev.loss, ev.accuracy, train_seconds};

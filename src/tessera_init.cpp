@@ -3,6 +3,7 @@
 #include "autograd/derivatives/derivatives.h"
 #include "autograd/op_node.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "ops/profiler_observer.h"
 #if defined(TESSERA_WITH_CUDA)
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_allocator.h"
@@ -20,6 +21,7 @@ struct Init {
 #endif
     autograd::register_derivatives();
     autograd::install_autograd_stage();
+    register_profiler_stage();
   }
 };
 // In a shared library this object is always linked and constructed before main().

@@ -17,6 +17,7 @@
 #include <new>
 #include <string>
 
+#include "runtime/memory_reporter.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -80,16 +81,29 @@ struct BlockHeader {
 };
 static_assert(sizeof(BlockHeader) == 64);
 
-void free_cpu(void* p) { std::free(p); }
+// Frees are reported with the size unknown (0): small blocks do not remember theirs; the profiler keeps
+// the sizes of the allocations it saw.
+void free_cpu(void* p) {
+  report_memory({p, 0, kCPU, -1, -1});
+  std::free(p);
+}
 
 void free_cached(void* base) {
+  report_memory({static_cast<char*>(base) + sizeof(BlockHeader), 0, kCPU, -1, -1});
   auto* h = static_cast<BlockHeader*>(base);
   if (!BlockCache::get().put(base, h->cls)) std::free(base);
 }
 
 class CpuAllocator final : public Allocator {
  public:
-  DataPtr allocate(size_t nbytes, Device device) override {
+  DataPtr allocate(size_t nbytes, Device) override {
+    DataPtr p = allocate_block(nbytes);
+    if (memory_reporting_on() && p.get()) [[unlikely]] report_memory({p.get(), static_cast<int64_t>(nbytes), kCPU, -1, -1});
+    return p;
+  }
+
+ private:
+  static DataPtr allocate_block(size_t nbytes) {
     if (nbytes == 0) return DataPtr();
     TS_CHECK(nbytes < (size_t(1) << 62), OutOfMemoryError, "cpu allocator: request of ", nbytes, " bytes is too large");
     if (nbytes < kCacheMin || BlockCache::get().limit() == 0) {

@@ -17,6 +17,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/device_hooks.h"
+#include "runtime/memory_reporter.h"
 #include "tessera/cuda.h"
 #include "tessera/error.h"
 
@@ -61,11 +62,30 @@ int resolve_device(int index, const char* what) {
   return index;
 }
 
+// Memory events for the profiler (runtime/memory_reporter.h); only while a reporter is installed. The
+// totals are read right after the event, so another thread's event may be included in them.
+void report(CachingBlockAllocator& a, const void* ptr, int64_t bytes) {
+  const alloc::DeviceStats s = a.stats();
+  report_memory({ptr, bytes, Device::cuda(a.device()), s.allocated_bytes[alloc::kAllPools].current,
+                 s.reserved_bytes[alloc::kAllPools].current});
+}
+void report_free(Block* b) {
+  CachingBlockAllocator* a = CachingBlockAllocator::owner(b);
+  const void* ptr = CachingBlockAllocator::address(b);
+  const auto bytes = static_cast<int64_t>(CachingBlockAllocator::block_size(b));
+  a->free(b);
+  report(*a, ptr, -bytes);
+}
+
 // DataPtr deleter. A destructor cannot raise: a device error while freeing is reported and the block
 // leaks (the device is unusable by then anyway).
 void free_block(void* ctx) {
   auto* b = static_cast<Block*>(ctx);
   try {
+    if (memory_reporting_on()) [[unlikely]] {
+      report_free(b);
+      return;
+    }
     CachingBlockAllocator::owner(b)->free(b);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera: freeing CUDA memory failed: %s\n", e.what());
@@ -79,6 +99,7 @@ class CudaCachingAllocator final : public Allocator {
     const int d = device.index();
     CachingBlockAllocator& a = device_allocator(d);
     Block* b = a.malloc(nbytes, current_raw_stream(d));
+    if (memory_reporting_on()) [[unlikely]] report(a, CachingBlockAllocator::address(b), static_cast<int64_t>(CachingBlockAllocator::block_size(b)));
     return DataPtr(CachingBlockAllocator::address(b), b, &free_block);
   }
 };
