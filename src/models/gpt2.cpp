@@ -3,7 +3,10 @@
 // Every step is a tessera op, so the model runs on any device and autograd differentiates it.
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "tessera/autograd.h"
 #include "tessera/functions.h"
@@ -22,6 +25,7 @@ void GPT2Config::validate() const {
   TS_CHECK(n_embd % n_head == 0, ValueError, op, ": n_embd (", n_embd, ") must be divisible by n_head (", n_head, ")");
   TS_CHECK(n_positions > 0 && vocab_size > 0, ValueError, op, ": n_positions and vocab_size must be positive, got ",
            n_positions, " and ", vocab_size);
+  TS_CHECK(n_inner >= 0, ValueError, op, ": n_inner must be >= 0 (0: 4 * n_embd), got ", n_inner);
   for (double p : {attn_pdrop, resid_pdrop, embd_pdrop})
     TS_CHECK(p >= 0 && p <= 1, ValueError, op, ": dropout probabilities must be in [0, 1], got ", p);
 }
@@ -29,9 +33,58 @@ void GPT2Config::validate() const {
 int64_t GPT2Config::num_parameters() const {
   const int64_t c = n_embd, b = bias ? 1 : 0;
   const int64_t ln = c + b * c;
+  const int64_t f = inner();
   const int64_t block = ln + (c * 3 * c + b * 3 * c) + (c * c + b * c)  // ln_1, c_attn, attn.c_proj
-                        + ln + (c * 4 * c + b * 4 * c) + (4 * c * c + b * c);  // ln_2, c_fc, mlp.c_proj
+                        + ln + (c * f + b * f) + (f * c + b * c);       // ln_2, c_fc, mlp.c_proj
   return vocab_size * c + n_positions * c + n_layer * block + ln;  // lm_head is wte
+}
+
+GPT2Config GPT2Config::from_hf_json(const std::string& path) {
+  const char* op = "GPT2Config.from_hf_json";
+  std::ifstream in(path);
+  TS_CHECK(in.good(), IOError, op, ": cannot open '", path, "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW(IOError, op, ": '", path, "' is not valid JSON: ", e.what());
+  }
+  TS_CHECK(j.is_object(), IOError, op, ": '", path, "' does not hold a JSON object");
+  GPT2Config c;
+  try {
+    if (j.contains("model_type"))
+      TS_CHECK(j["model_type"] == "gpt2", ValueError, op, ": model_type is ", j["model_type"].dump(), ", expected \"gpt2\"");
+    auto get_int = [&](const char* k, int64_t& v) {
+      if (j.contains(k) && !j[k].is_null()) v = j[k].get<int64_t>();
+    };
+    auto get_double = [&](const char* k, double& v) {
+      if (j.contains(k) && !j[k].is_null()) v = j[k].get<double>();
+    };
+    get_int("n_layer", c.n_layer);
+    get_int("n_head", c.n_head);
+    get_int("n_embd", c.n_embd);
+    get_int("n_positions", c.n_positions);
+    get_int("vocab_size", c.vocab_size);
+    get_int("n_inner", c.n_inner);
+    get_double("layer_norm_epsilon", c.layer_norm_epsilon);
+    get_double("attn_pdrop", c.attn_pdrop);
+    get_double("resid_pdrop", c.resid_pdrop);
+    get_double("embd_pdrop", c.embd_pdrop);
+    get_double("initializer_range", c.initializer_range);
+    if (j.contains("activation_function")) {
+      const std::string act = j["activation_function"].get<std::string>();
+      TS_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", ValueError, op, ": activation_function \"", act,
+               "\" is not implemented (GELU with the tanh approximation: gelu_new, gelu_pytorch_tanh)");
+    }
+    TS_CHECK(!j.contains("scale_attn_weights") || j["scale_attn_weights"].get<bool>(), ValueError, op,
+             ": scale_attn_weights = false is not implemented");
+    TS_CHECK(!j.contains("scale_attn_by_inverse_layer_idx") || !j["scale_attn_by_inverse_layer_idx"].get<bool>(),
+             ValueError, op, ": scale_attn_by_inverse_layer_idx = true is not implemented");
+  } catch (const nlohmann::json::exception& e) {
+    TS_THROW(ValueError, op, ": '", path, "': a field has the wrong type: ", e.what());
+  }
+  c.validate();
+  return c;
 }
 
 namespace {
@@ -91,7 +144,7 @@ Tensor GPT2Attention::forward(const Tensor& x, GPT2LayerCache* cache) {
 }
 
 GPT2MLP::GPT2MLP(const GPT2Config& cfg)
-    : c_fc(cfg.n_embd, 4 * cfg.n_embd, cfg.bias), c_proj(4 * cfg.n_embd, cfg.n_embd, cfg.bias), dropout(cfg.resid_pdrop) {
+    : c_fc(cfg.n_embd, cfg.inner(), cfg.bias), c_proj(cfg.inner(), cfg.n_embd, cfg.bias), dropout(cfg.resid_pdrop) {
   register_modules({{"c_fc", c_fc}, {"c_proj", c_proj}, {"dropout", dropout}});
   init_linear(c_fc, cfg.initializer_range);
   init_linear(c_proj, cfg.initializer_range / std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(cfg.n_layer, 1))));
@@ -267,6 +320,13 @@ std::string join(const std::vector<std::string>& names) {
 }  // namespace
 
 void GPT2::load_hf_state_dict(const std::string& path) { load_hf_state_dict(load_safetensors(path)); }
+
+GPT2 GPT2::from_pretrained(const std::string& dir) {
+  const std::filesystem::path d(dir);
+  GPT2 m(GPT2Config::from_hf_json((d / "config.json").string()));
+  m.load_hf_state_dict((d / "model.safetensors").string());
+  return m;
+}
 
 void GPT2::load_hf_state_dict(const nn::StateDict& hf) {
   const char* op = "GPT2.load_hf_state_dict";

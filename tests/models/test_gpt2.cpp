@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "common/test_util.h"
@@ -171,6 +172,60 @@ TEST(GPT2, FullSizeModelHas124MParameters) {
   for (const ts::Tensor& p : m.parameters()) n += p.numel();
   EXPECT_EQ(n, 124'439'808);
   EXPECT_EQ(m.state_dict().at("lm_head.weight").sizes(), ts::Shape({50257, 768}));
+}
+
+TEST(GPT2, InnerWidthOfTheMLP) {
+  GPT2Config c = tiny();
+  c.n_inner = 40;
+  GPT2 m(c);
+  EXPECT_EQ(m.transformer.h.at<ts::models::GPT2Block>(1).mlp.c_fc.weight.sizes(), ts::Shape({40, 32}));
+  int64_t n = 0;
+  for (const ts::Tensor& p : m.parameters()) n += p.numel();
+  EXPECT_EQ(n, c.num_parameters());
+}
+
+TEST(GPT2, ConfigFromHuggingFaceJson) {
+  fs::path dir = scratch("config");
+  auto write = [&](const std::string& text) {
+    std::ofstream((dir / "config.json").string()) << text;
+    return (dir / "config.json").string();
+  };
+  // GPT-2 small's config.json as published, abridged.
+  GPT2Config c = GPT2Config::from_hf_json(write(R"({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"],
+    "attn_pdrop": 0.1, "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12,
+    "n_positions": 1024, "n_inner": null, "resid_pdrop": 0.1, "vocab_size": 50257})"));
+  EXPECT_EQ(c.num_parameters(), 124'439'808);
+  EXPECT_EQ(c.n_layer, 12);
+  EXPECT_EQ(c.inner(), 3072);
+  EXPECT_EQ(c.layer_norm_epsilon, 1e-5);
+  c = GPT2Config::from_hf_json(write(R"({"n_embd": 64, "n_head": 4, "n_layer": 3, "n_positions": 32, "vocab_size": 97,
+    "attn_pdrop": 0.0, "n_inner": 100})"));
+  EXPECT_EQ(c.n_embd, 64);
+  EXPECT_EQ(c.n_inner, 100);
+  EXPECT_EQ(c.attn_pdrop, 0.0);
+  EXPECT_EQ(c.resid_pdrop, 0.1);  // the default where the file says nothing
+  EXPECT_TRUE(throws_naming([&] { GPT2Config::from_hf_json(write(R"({"activation_function": "relu"})")); }, "relu"));
+  EXPECT_TRUE(throws_naming([&] { GPT2Config::from_hf_json(write(R"({"scale_attn_by_inverse_layer_idx": true})")); },
+                            "scale_attn_by_inverse_layer_idx"));
+  EXPECT_THROW(GPT2Config::from_hf_json(write(R"({"model_type": "llama"})")), ts::ValueError);
+  EXPECT_THROW(GPT2Config::from_hf_json(write(R"({"n_embd": "wide"})")), ts::ValueError);
+  EXPECT_THROW(GPT2Config::from_hf_json(write("{not json")), ts::IOError);
+  EXPECT_THROW(GPT2Config::from_hf_json((dir / "absent.json").string()), ts::IOError);
+
+  // from_pretrained: config.json + model.safetensors in Hugging Face's layout.
+  GPT2 src(tiny());
+  randomize(src, 4);
+  write(R"({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 32, "n_positions": 24, "vocab_size": 53,
+    "attn_pdrop": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0})");
+  ts::save_safetensors(to_hf_layout(src, true), (dir / "model.safetensors").string());
+  GPT2 loaded = GPT2::from_pretrained(dir.string());
+  EXPECT_TRUE(loaded.lm_head.weight.is_same(loaded.transformer.wte.weight));
+  src.eval();
+  loaded.eval();
+  ts::Tensor idx = tokens(1, 6, 53, 3);
+  EXPECT_TRUE(ts::equal(loaded(idx), src(idx)));
+  fs::remove_all(dir);
 }
 
 TEST(GPT2, StateDictNamesAreHuggingFaces) {
@@ -496,15 +551,14 @@ void compare_with_transformers(const std::string& config, ts::Device device) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ts::SafetensorsFile ref((dir / "reference.safetensors").string());
   auto meta = [&](const char* k) { return std::stoll(ref.metadata().at(k)); };
-  GPT2Config c;
-  c.n_layer = meta("n_layer");
-  c.n_head = meta("n_head");
-  c.n_embd = meta("n_embd");
-  c.n_positions = meta("n_positions");
-  c.vocab_size = meta("vocab_size");
-  c.layer_norm_epsilon = std::stod(ref.metadata().at("layer_norm_epsilon"));
-  GPT2 m(c);
-  m.load_hf_state_dict((dir / "model.safetensors").string());
+  // save_pretrained's folder: config.json and model.safetensors.
+  GPT2 m = GPT2::from_pretrained(dir.string());
+  EXPECT_EQ(m.config.n_layer, meta("n_layer"));
+  EXPECT_EQ(m.config.n_head, meta("n_head"));
+  EXPECT_EQ(m.config.n_embd, meta("n_embd"));
+  EXPECT_EQ(m.config.n_positions, meta("n_positions"));
+  EXPECT_EQ(m.config.vocab_size, meta("vocab_size"));
+  EXPECT_EQ(m.config.layer_norm_epsilon, std::stod(ref.metadata().at("layer_norm_epsilon")));
   m.eval();
   m.to(device);
   ts::Tensor expected = ref.get("logits");  // (B, T, V) float32

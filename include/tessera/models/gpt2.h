@@ -30,7 +30,13 @@ struct GPT2Config {
   double resid_pdrop = 0.1;  // after each block's output projection
   double embd_pdrop = 0.1;   // after the token + position embedding
   bool bias = true;          // biases of the Linear layers and LayerNorms
+  int64_t n_inner = 0;       // the MLP's hidden width; 0: 4 * n_embd
   double initializer_range = 0.02;
+
+  // Reads a Hugging Face config.json of model_type "gpt2" (GPT2Config's field names). ValueError for
+  // a setting this model does not implement (another activation, scale_attn_by_inverse_layer_idx).
+  static GPT2Config from_hf_json(const std::string& path);
+  int64_t inner() const { return n_inner > 0 ? n_inner : 4 * n_embd; }
 
   // The parameters of a model of this configuration, the tied LM head counted once; computed without
   // building the model (124,439,808 for the defaults, GPT-2 small).
@@ -151,6 +157,8 @@ class GPT2 : public nn::Module {
   void load_hf_state_dict(const std::string& path);
   // The same from tensors already in memory, keyed by their Hugging Face names.
   void load_hf_state_dict(const nn::StateDict& hf);
+  // A Hugging Face model folder (save_pretrained's): config.json and model.safetensors.
+  static GPT2 from_pretrained(const std::string& dir);
 
   GPT2Config config;
   GPT2Model transformer;
