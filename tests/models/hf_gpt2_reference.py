@@ -32,7 +32,7 @@ def main():
     else:
         cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         batch, length = 2, 64
-    model = GPT2LMHeadModel(cfg).eval()
+    model = GPT2LMHeadModel(cfg).float().eval()
     if args.config == "small":
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -40,7 +40,14 @@ def main():
                     p.copy_(1 + 0.1 * torch.randn_like(p))
                 else:
                     p.copy_(0.1 * torch.randn_like(p))
-    model.save_pretrained(args.outdir, safe_serialization=True)
+    try:
+        model.save_pretrained(args.outdir, safe_serialization=True)
+    except TypeError:  # transformers versions where safetensors is the only format
+        model.save_pretrained(args.outdir)
+    weights = os.path.join(args.outdir, "model.safetensors")
+    if not os.path.exists(weights):  # an old transformers that wrote pytorch_model.bin
+        sd = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+        save_file(sd, weights, metadata={"format": "pt"})
 
     tokens = torch.randint(0, cfg.vocab_size, (batch, length), dtype=torch.int64)
     with torch.no_grad():
