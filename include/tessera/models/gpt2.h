@@ -51,7 +51,8 @@ struct GPT2LayerCache {
 };
 
 // Per-layer keys and values of the tokens processed so far; the next forward(idx, &cache) places its
-// tokens at positions length() .. length() + T - 1 and attends to the cached ones as well.
+// tokens at positions length() .. length() + T - 1 and attends to the cached ones as well. Appending
+// concatenates (the cache grows by a copy per step), which keeps it correct under autograd too.
 struct GPT2KVCache {
   std::vector<GPT2LayerCache> layers;
   int64_t length() const { return layers.empty() || !layers[0].k.defined() ? 0 : layers[0].k.size(2); }
