@@ -76,9 +76,10 @@ Tensor& Tensor::fill_(const Scalar& value) {
 
 Tensor& Tensor::zero_() { return fill_(0); }
 
+// to() and clone() keep a dense layout (channels-last, a transpose): Note [Output layout].
 Tensor Tensor::to(DType d, bool copy) const {
   if (d == dtype() && !copy) return *this;
-  Tensor out = make_empty(sizes(), d, device());
+  Tensor out = make_empty_like_inputs(sizes(), d, device(), {this});
   out.copy_(*this);
   return out;
 }
@@ -87,14 +88,17 @@ Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const { return to(de
 
 Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
   if (dev == device() && d == dtype() && !copy) return *this;
-  Tensor out = make_empty(sizes(), d, dev);
+  Tensor out = make_empty_like_inputs(sizes(), d, dev, {this});
   out.copy_(*this, non_blocking);
   return out;
 }
 
+// A row-major copy through copy_, as clone(), so that autograd sees the same recorded copy.
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  return clone();
+  Tensor out = make_empty(sizes(), dtype(), device());
+  out.copy_(*this);
+  return out;
 }
 
 // A copy through copy_, as clone(), so that autograd sees the same recorded copy.
@@ -109,7 +113,7 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = make_empty(sizes(), dtype(), device());
+  Tensor out = make_empty_like_inputs(sizes(), dtype(), device(), {this});
   out.copy_(*this);
   return out;
 }

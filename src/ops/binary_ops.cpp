@@ -125,7 +125,7 @@ Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operan
     check_writable(name, *out);
     target = out->dtype() == result ? *out : make_empty(shape, result, device);
   } else {
-    target = make_empty(shape, result, device);
+    target = make_empty_like_inputs(shape, result, device, {a.t, b.t});  // Note [Output layout]
   }
   Tensor ta, tb;
   {

@@ -1,5 +1,8 @@
 #include "ops/op_utils.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "ops/copy_kernel.h"
 
 namespace tessera {
@@ -57,6 +60,35 @@ bool suggests_channels_last(const Tensor& t) {
 Tensor make_empty_in_format(const Shape& sizes, DType dtype, Device device, bool channels_last) {
   if (!channels_last) return make_empty(sizes, dtype, device);
   return make_empty_strided(sizes, channels_last_strides(sizes), dtype, device);
+}
+
+Shape dense_permuted_strides(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous() || t.numel() == 0) return {};
+  const Shape& sizes = t.sizes();
+  const Shape& strides = t.strides();
+  const int64_t nd = t.dim();
+  std::vector<int64_t> order(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) order[static_cast<size_t>(d)] = d;
+  // Innermost last: by decreasing stride, outer dims first among equal strides.
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  int64_t expected = 1;
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    const int64_t d = order[static_cast<size_t>(i)];
+    if (sizes[d] == 1) continue;  // any stride will do
+    if (strides[d] != expected) return {};
+    expected *= sizes[d];
+  }
+  return strides;
+}
+
+Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device,
+                              std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs) {
+    if (t == nullptr || !t->defined() || t->sizes() != sizes) continue;
+    Shape strides = dense_permuted_strides(*t);
+    return strides.empty() ? make_empty(sizes, dtype, device) : make_empty_strided(sizes, strides, dtype, device);
+  }
+  return make_empty(sizes, dtype, device);
 }
 
 }  // namespace tessera

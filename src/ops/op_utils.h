@@ -32,4 +32,19 @@ bool suggests_channels_last(const Tensor& t);
 // A new uninitialized tensor, channels-last (4-D sizes) or contiguous.
 Tensor make_empty_in_format(const Shape& sizes, DType dtype, Device device, bool channels_last);
 
+// Note [Output layout]: as PyTorch's TensorIterator and preserve_format, elementwise ops, clone() and
+// to() give their result the layout of the first input that has the result's shape, when that input is
+// dense and non-overlapping in some order of its dims (channels-last, a transpose, any permutation);
+// otherwise (broadcast, gaps, overlap, or a contiguous first input) the result is row-major
+// contiguous. So an NHWC network stays NHWC through its activations, residual adds and casts, and a
+// channels-last input never costs a layout copy per op. contiguous() is the way to ask for row-major.
+//
+// `t`'s strides if it is such a dense layout of its own shape, else an empty Shape (for a contiguous
+// or empty t as well: callers then allocate row-major).
+Shape dense_permuted_strides(const Tensor& t);
+// A new uninitialized tensor of `sizes`, laid out as Note [Output layout] says for `inputs` (undefined
+// entries skipped).
+Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device,
+                              std::initializer_list<const Tensor*> inputs);
+
 }  // namespace tessera

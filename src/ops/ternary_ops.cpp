@@ -28,7 +28,7 @@ Shape broadcast3(const char* name, const Shape& a, const Shape& b, const Shape& 
 
 Tensor run_ternary(const char* name, TernaryOp op, DType dtype, const Shape& shape, const Tensor& a, const Tensor& b,
                    const Tensor& c, const TernaryParams& p) {
-  Tensor out = make_empty(shape, dtype, a.device());
+  Tensor out = make_empty_like_inputs(shape, dtype, a.device(), {&a, &b, &c});  // Note [Output layout]
   ternary_kernel(a.device(), out, a, b, c, op, p);
   return out;
 }

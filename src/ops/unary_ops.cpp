@@ -98,7 +98,7 @@ Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, co
     // Write straight into out when it has the result dtype; otherwise compute, then convert.
     target = out->dtype() == result ? *out : make_empty(x.sizes(), result, x.device());
   } else {
-    target = make_empty(x.sizes(), result, x.device());
+    target = make_empty_like_inputs(x.sizes(), result, x.device(), {&x});  // Note [Output layout]
   }
   unary_kernel(x.device(), target, cast_to(x, compute), op, p);
   if (out) {
