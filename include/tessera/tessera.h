@@ -16,3 +16,4 @@
 #include "tessera/nn.h"
 #include "tessera/models.h"
 #include "tessera/checkpoint.h"
+#include "tessera/cuda_graph.h"
