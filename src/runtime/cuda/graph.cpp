@@ -14,8 +14,12 @@
 // cudaGraph_t is destroyed once instantiated (nothing reads it again). Before a capture begins, the
 // segments of pools that no graph uses any more go back to the device (torch.cuda.graph empties the
 // cache there): captured one after another, graphs that are destroyed in between reuse the memory.
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "runtime/allocator.h"
 #include "runtime/cuda/cuda_allocator.h"
@@ -31,6 +35,28 @@ namespace tessera::cuda {
 namespace {
 
 std::atomic<uint64_t> g_pool_uid{1};
+// What keep_for_graph reaches of a capturing graph.
+struct HostKeep {
+  cudaStream_t capture_stream = nullptr;
+  std::vector<DataPtr> kept_host;            // pinned blocks captured copies read (keep_for_graph)
+  std::vector<cudaStream_t> replay_streams;  // where replays ran (only while kept_host is not empty)
+
+  // Pinned blocks go back to their cache after the work queued so far on the streams that read them.
+  void release_kept_host() noexcept {
+    try {
+      for (DataPtr& p : kept_host) {
+        record_host_use(p.get(), capture_stream);
+        for (cudaStream_t s : replay_streams) record_host_use(p.get(), s);
+      }
+    } catch (...) {
+    }
+    kept_host.clear();
+    replay_streams.clear();
+  }
+};
+
+std::mutex g_capturing_mu;
+std::map<unsigned long long, HostKeep*> g_capturing;  // capture id -> the graph capturing it
 std::atomic<PhiloxStateWriter> g_philox_writer{nullptr};
 
 cudaStreamCaptureMode to_cuda(CaptureMode m) {
@@ -70,18 +96,28 @@ bool is_current_stream_capturing() {
 
 void set_philox_state_writer(PhiloxStateWriter writer) { g_philox_writer.store(writer, std::memory_order_release); }
 
+void keep_for_graph(cudaStream_t stream, DataPtr host) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  TS_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id));
+  std::lock_guard<std::mutex> lock(g_capturing_mu);
+  auto it = status == cudaStreamCaptureStatusActive ? g_capturing.find(id) : g_capturing.end();
+  TS_CHECK(it != g_capturing.end(), ValueError, "CUDA graph capture: a copy from host memory was captured outside a "
+           "cuda::Graph capture (capture with cuda::Graph, which keeps the host memory for its replays)");
+  it->second->kept_host.push_back(std::move(host));
+}
+
 MempoolId graph_pool_handle() { return {0, g_pool_uid.fetch_add(1)}; }
 
 // ---- Graph -----------------------------------------------------------------------------------------
 
-struct Graph::Impl {
+struct Graph::Impl : HostKeep {
   int device = -1;
   MempoolId pool{0, 0};
   bool pool_open = false;     // the allocator sends the capture's requests to `pool`
   bool holds_pool = false;    // this graph holds one use of `pool`
   bool capturing = false;
   bool rng_capturing = false;
-  cudaStream_t capture_stream = nullptr;
   std::atomic<unsigned long long> capture_id{0};  // read by the allocator's stream filter
   cudaGraphExec_t exec = nullptr;
   DataPtr rng_state;           // {seed, base offset} (device): the words random kernels read at replay
@@ -89,6 +125,15 @@ struct Graph::Impl {
 
   // Undoes what capture_begin set up (not the CUDA capture itself).
   void close_capture() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(g_capturing_mu);
+      for (auto it = g_capturing.begin(); it != g_capturing.end(); ++it) {
+        if (it->second == static_cast<HostKeep*>(this)) {
+          g_capturing.erase(it);
+          break;
+        }
+      }
+    }
     try {
       if (rng_capturing) {
         rng_increment = philox_capture_end(default_generator(Device::cuda()));
@@ -165,6 +210,8 @@ void Graph::capture_begin(MempoolId pool, CaptureMode mode) {
     unsigned long long id = 0;
     TS_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &id));
     g.capture_id.store(id);
+    std::lock_guard<std::mutex> lock(g_capturing_mu);
+    g_capturing[id] = &g;
   } catch (...) {
     if (stream_is_captured(stream)) {
       cudaGraph_t discard = nullptr;
@@ -221,6 +268,9 @@ void Graph::replay() {
     // The words belong to the capture stream; a replay elsewhere reads them too (Note [CUDA caching allocator]).
     if (stream != g.capture_stream) record_stream(g.rng_state.get(), stream);
   }
+  if (!g.kept_host.empty() && stream != g.capture_stream &&
+      std::find(g.replay_streams.begin(), g.replay_streams.end(), stream) == g.replay_streams.end())
+    g.replay_streams.push_back(stream);
   TS_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
 }
 
@@ -243,6 +293,7 @@ void Graph::reset() {
       (void)cudaGraphExecDestroy(g.exec);
       g.exec = nullptr;
     }
+    g.release_kept_host();
     if (g.holds_pool) {
       g.holds_pool = false;
       release_pool(g.device, g.pool);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "runtime/allocator.h"
 #include "runtime/block_pool.h"
 
 namespace tessera::cuda {
@@ -24,6 +25,11 @@ void begin_allocate_to_pool(int device, alloc::MempoolId id, alloc::StreamFilter
 void end_allocate_to_pool(int device, alloc::MempoolId id);
 void release_pool(int device, alloc::MempoolId id);
 void release_freeable_pools(int device);
+
+// A captured copy from page-locked host memory reads that memory again at every replay: the graph
+// capturing `stream` keeps the block `host` until it is reset, then hands it back to the pinned cache
+// once the replays queued by then have run. Raises when no cuda::Graph is capturing `stream`.
+void keep_for_graph(cudaStream_t stream, DataPtr host);
 
 // Writes {seed, offset} into dst[0..1] (device memory) on `stream`, stream-ordered, reading no host
 // memory at run time (a kernel whose arguments are the values). Registered by the random family.
