@@ -17,3 +17,4 @@
 #include "tessera/models.h"
 #include "tessera/checkpoint.h"
 #include "tessera/profiler.h"
+#include "tessera/cuda_graph.h"

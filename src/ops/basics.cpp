@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/autograd_hook.h"
+#include "ops/capture_check.h"
 #include "ops/copy_kernel.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -88,6 +89,7 @@ Tensor Tensor::to(Device dev, bool non_blocking, bool copy) const { return to(de
 
 Tensor Tensor::to(Device dev, DType d, bool non_blocking, bool copy) const {
   if (dev == device() && d == dtype() && !copy) return *this;
+  if (dev.is_cpu()) check_not_capturing("cpu", *this);  // the copy lands in pageable memory: it synchronizes
   Tensor out = make_empty_like_inputs(sizes(), d, dev, {this});
   out.copy_(*this, non_blocking);
   return out;
@@ -124,6 +126,7 @@ Tensor contiguous(const Tensor& t) { return t.contiguous(); }
 Scalar Tensor::item() const {
   TS_CHECK(numel() == 1, ValueError, "item: a Tensor with ", numel(), " elements cannot be converted to Scalar");
   TS_CHECK(!is_meta(), DeviceError, "item: meta tensors have no data");
+  check_not_capturing("item", *this);
   Tensor c = is_cpu() ? *this : to(kCPU);
   const void* p = c.data_ptr();
   switch (dtype()) {

@@ -24,6 +24,7 @@
 #include "ops/no_record.h"
 #include "ops/index_kernel.h"
 #include "ops/op_scope.h"
+#include "ops/capture_check.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
@@ -317,6 +318,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
     NoRecordScope no_record;
     Tensor xb = x.expand(shape), mb = mask.expand(shape);
     int64_t n = 0;
+    check_not_capturing(op, x);
     count_nonzero_kernel(x.device(), mb, &n);
     out = make_empty({n}, x.dtype(), x.device());
     masked_select_kernel(x.device(), out, xb, mb);
@@ -333,6 +335,7 @@ Tensor nonzero(const Tensor& x) {
   TS_CHECK(!x.is_meta(), NotImplementedError, op,
            ": the output size depends on the tensor's values, which the meta device does not have");
   int64_t n = 0;
+  check_not_capturing(op, x);
   count_nonzero_kernel(x.device(), x, &n);
   Tensor out = make_empty({n, x.dim()}, kInt64, x.device());
   nonzero_kernel(x.device(), out, x);
@@ -387,6 +390,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     TS_CHECK(!indices.is_meta(), NotImplementedError, op,
              ": num_classes = -1 depends on the values of indices, which the meta device does not have");
     int64_t lo = 0, hi = 0;
+    check_not_capturing(op, indices);
     index_min_max_kernel(indices.device(), indices, &lo, &hi);
     TS_CHECK(lo >= 0, IndexError, op, ": class values must be non-negative, got ", lo);
     num_classes = hi + 1;

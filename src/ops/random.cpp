@@ -12,6 +12,7 @@
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/random_kernel.h"
+#include "runtime/philox_capture.h"
 #include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
 
@@ -32,6 +33,10 @@ PhiloxParams reserve_counters(Generator* gen, Device device, int64_t n, int word
   if (device.is_meta()) return {};
   Generator& g = gen ? *gen : default_generator(device);
   const uint64_t counters = (static_cast<uint64_t>(n) * static_cast<uint64_t>(words) + 3) / 4;
+  if (device.is_cuda()) {
+    CapturedPhilox c;
+    if (philox_reserve_captured(g, counters, &c)) return {0, c.offset, c.seed_ptr, c.offset_ptr};
+  }
   auto [seed, offset] = g.reserve(counters);
   return {seed, offset};
 }

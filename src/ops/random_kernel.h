@@ -11,10 +11,15 @@
 
 namespace tessera {
 
-// Grid-invariant state of a random kernel: the key and the first reserved counter.
+// Grid-invariant state of a random kernel: the key and the first reserved counter. Under CUDA graph
+// capture (Note [Philox under graph capture], runtime/philox_capture.h) the key and a base counter are
+// read from device memory at run time: seed = *seed_ptr, first counter = *offset_ptr + offset. Eager
+// launches (and every CPU kernel) leave the pointers null.
 struct PhiloxParams {
   uint64_t seed = 0;
   uint64_t offset = 0;
+  const uint64_t* seed_ptr = nullptr;
+  const uint64_t* offset_ptr = nullptr;
 };
 
 // Words of one Philox block each element takes, for each kind of draw (Note [Philox stream]).

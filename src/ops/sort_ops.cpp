@@ -14,6 +14,7 @@
 #include "ops/autograd_hook.h"
 #include "ops/no_record.h"
 #include "ops/op_scope.h"
+#include "ops/capture_check.h"
 #include "ops/op_utils.h"
 #include "ops/shape_ops_kernel.h"
 #include "tensor/tensor_impl.h"
@@ -86,6 +87,7 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool ret
   check_defined("unique", x, "self");
   TS_CHECK(!x.is_meta(), NotImplementedError,
            "unique: the output size depends on the input's values, which meta tensors do not have");
+  check_not_capturing("unique", x);
   const Tensor none = make_empty({0}, kInt64, x.device());
   Tensor values, inverse, counts;
   if (!dim) {

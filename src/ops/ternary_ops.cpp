@@ -14,6 +14,7 @@
 #include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
+#include "ops/capture_check.h"
 #include "ops/op_utils.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/type_promotion.h"
@@ -213,6 +214,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
   TS_CHECK(!a.is_meta(), NotImplementedError, "allclose: meta tensors have no values to compare");
   const Shape shape = broadcast_shapes(a.sizes(), b.sizes(), "allclose");
   bool result = true;
+  check_not_capturing("allclose", a);
   allclose_kernel(a.device(), a.expand(shape), b.expand(shape), rtol, atol, equal_nan, &result);
   return result;
 }
@@ -226,6 +228,7 @@ bool equal(const Tensor& a, const Tensor& b) {
   if (a.sizes() != b.sizes()) return false;
   const DType d = promote_types(a.dtype(), b.dtype());
   bool result = true;
+  check_not_capturing("equal", a);
   allclose_kernel(a.device(), cast_to(a, d), cast_to(b, d), 0.0, 0.0, false, &result);
   return result;
 }

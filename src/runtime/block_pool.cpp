@@ -20,12 +20,13 @@ struct Block {
   Block* prev = nullptr;  // neighbours in the segment, by address
   Block* next = nullptr;
   bool allocated = false;
+  bool deferred = false;           // freed during a capture, waiting for it to end (Note [Graph private pools])
   int event_count = 0;             // events to complete before the block is free again
   uint64_t gc_base = 0;            // the pool's search count when the block was last made free
   std::vector<void*> stream_uses;  // other streams using it (record_stream)
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
-  bool active() const { return allocated || event_count > 0; }
+  bool active() const { return allocated || event_count > 0 || deferred; }
 };
 
 struct Segment {
@@ -48,10 +49,20 @@ struct BlockLess {
 }  // namespace
 
 struct Pool {
-  explicit Pool(bool small) : is_small(small) {}
+  explicit Pool(bool small, PrivatePool* private_owner = nullptr) : is_small(small), owner(private_owner) {}
   std::set<Block*, BlockLess> blocks;  // the free blocks
   const bool is_small;
+  PrivatePool* const owner;  // the graph private pool this is part of, or nullptr (the general pool)
   uint64_t searches = 0;  // get_free_block calls: the clock of garbage collection ages
+};
+
+// A graph's private pool (Note [Graph private pools]): segments of its own, in pools of its own.
+struct PrivatePool {
+  explicit PrivatePool(MempoolId pool_id) : id(pool_id), small(true, this), large(false, this) {}
+  const MempoolId id;
+  int use_count = 1;      // graphs (captures) using it; 0: freeable
+  int segment_count = 0;  // its segments still held from the device
+  Pool small, large;
 };
 
 namespace {
@@ -151,20 +162,32 @@ bool CachingBlockAllocator::should_split(const Block* b, size_t size) const {
 Block* CachingBlockAllocator::malloc(size_t nbytes, void* stream) {
   if (nbytes == 0) return nullptr;
   Lock g(mu_);
-  if (pending_events_ > 0) [[unlikely]] process_events();
+  // While a capture is underway the device is neither queried nor synchronized, and memory is not
+  // released (Note [Graph private pools]).
+  const bool capturing = !captures_underway_.empty();
+  PrivatePool* priv = nullptr;
+  if (capturing) [[unlikely]] {
+    priv = pool_for_capture(stream);
+  } else {
+    if (!deferred_.empty()) [[unlikely]] insert_deferred_events();
+    if (pending_events_ > 0) [[unlikely]] process_events();
+  }
   if (nbytes > kMaxRequest) [[unlikely]] raise_oom(nbytes);
-  if (!conf_.use_cache) [[unlikely]] return malloc_uncached(nbytes, stream);
+  if (!conf_.use_cache && !priv) [[unlikely]] return malloc_uncached(nbytes, stream);
   const size_t size = round_size(nbytes);
-  Pool& pool = size <= kSmallSize ? *small_ : *large_;
+  Pool& pool = priv ? (size <= kSmallSize ? priv->small : priv->large) : (size <= kSmallSize ? *small_ : *large_);
   Block* b = get_free_block(pool, size, stream);
   if (!b) [[unlikely]] {
     const size_t alloc_size = segment_size_for(size);
-    if (conf_.garbage_collection_threshold > 0) garbage_collect();
+    if (conf_.garbage_collection_threshold > 0 && !capturing) garbage_collect();
     b = alloc_segment(pool, alloc_size, stream, false);
-    if (!b && release_available_cached_blocks(pool, size, stream)) b = alloc_segment(pool, alloc_size, stream, false);
-    if (!b) {
-      release_cached_blocks();
-      b = alloc_segment(pool, alloc_size, stream, true);
+    if (!capturing) {
+      if (!b && release_available_cached_blocks(pool, size, stream))
+        b = alloc_segment(pool, alloc_size, stream, false);
+      if (!b) {
+        release_cached_blocks();
+        b = alloc_segment(pool, alloc_size, stream, true);
+      }
     }
     if (!b) raise_oom(alloc_size);
   }
@@ -201,6 +224,7 @@ Block* CachingBlockAllocator::alloc_segment(Pool& pool, size_t alloc_size, void*
   void* p = backend_->raw_alloc(alloc_size);
   if (!p) return nullptr;
   ++stats_.num_device_alloc;
+  if (pool.owner) ++pool.owner->segment_count;
   auto* seg = new Segment();
   seg->owner = this;
   seg->ptr = static_cast<char*>(p);
@@ -226,7 +250,7 @@ Block* CachingBlockAllocator::alloc_segment(Pool& pool, size_t alloc_size, void*
 Block* CachingBlockAllocator::take_block(Block* b, Pool& pool, size_t size, size_t requested) {
   const bool already_split = b->is_split();
   Block* block = b;
-  if (conf_.use_cache && should_split(b, size)) {
+  if ((conf_.use_cache || pool.owner) && should_split(b, size)) {
     // The front part becomes the allocated block; `b` keeps the rest and goes back to the pool.
     Block* remaining = b;
     block = new_block();
@@ -281,7 +305,15 @@ void CachingBlockAllocator::free(Block* block) {
   update(stats_.allocated_bytes, pool, -static_cast<int64_t>(block->size));
   update(stats_.requested_bytes, pool, -static_cast<int64_t>(block->requested_size));
   if (block->size >= conf_.max_split_size) stats_.oversize_allocations.update(-1);
-  if (!conf_.use_cache) {
+  const bool uncached = !conf_.use_cache && !pool.owner;
+  if (!captures_underway_.empty() && (uncached || !block->stream_uses.empty())) [[unlikely]] {
+    // An event recorded now could not be queried, and cudaFree would synchronize: wait for the end of
+    // the capture, still active (Note [Graph private pools]).
+    block->deferred = true;
+    deferred_.push_back(block);
+    return;
+  }
+  if (uncached) {
     // cudaFree waits for the device, so other streams are done with the memory.
     update(stats_.active, pool, -1);
     update(stats_.active_bytes, pool, -static_cast<int64_t>(block->size));
@@ -292,6 +324,24 @@ void CachingBlockAllocator::free(Block* block) {
     insert_events(block);
   } else {
     free_block(block);
+  }
+}
+
+// The frees deferred by captures, now that none is underway: as free() would have done them.
+void CachingBlockAllocator::insert_deferred_events() {
+  std::vector<Block*> blocks = std::move(deferred_);
+  deferred_.clear();
+  for (Block* b : blocks) {
+    b->deferred = false;
+    if (!conf_.use_cache && !b->pool->owner) {
+      update(stats_.active, *b->pool, -1);
+      update(stats_.active_bytes, *b->pool, -static_cast<int64_t>(b->size));
+      release_segment(b);
+    } else if (!b->stream_uses.empty()) {
+      insert_events(b);
+    } else {
+      free_block(b);
+    }
   }
 }
 
@@ -322,7 +372,7 @@ void CachingBlockAllocator::free_block(Block* block) {
 
 // Folds the free neighbour `src` into `dst` (which is not in the pool); returns the bytes gained.
 size_t CachingBlockAllocator::try_merge(Block* dst, Block* src, Pool& pool) {
-  if (!src || src->allocated || src->event_count > 0 || !src->stream_uses.empty()) return 0;
+  if (!src || src->active() || !src->stream_uses.empty()) return 0;
   pool.blocks.erase(src);
   if (dst->prev == src) {
     dst->ptr = src->ptr;
@@ -439,6 +489,7 @@ void CachingBlockAllocator::release_segment(Block* block) {
   Pool& pool = *seg->pool;
   backend_->raw_free(seg->ptr);
   ++stats_.num_device_free;
+  if (pool.owner) --pool.owner->segment_count;
   reserved_ -= seg->size;
   update(stats_.segment, pool, -1);
   update(stats_.reserved_bytes, pool, -static_cast<int64_t>(seg->size));
@@ -494,14 +545,123 @@ void CachingBlockAllocator::release_whole_blocks(Pool& pool) {
 }
 
 void CachingBlockAllocator::release_cached_blocks() {
+  if (!deferred_.empty()) insert_deferred_events();
   synchronize_and_free_events();
   release_whole_blocks(*large_);
   release_whole_blocks(*small_);
+  release_freeable_pools_locked();
 }
 
 void CachingBlockAllocator::empty_cache() {
   Lock g(mu_);
+  TS_CHECK(captures_underway_.empty(), ValueError, "empty_cache: cannot synchronize the device while a CUDA graph is "
+           "being captured (release cached memory before capture_begin or after capture_end)");
   release_cached_blocks();
+}
+
+// ---- graph private pools ------------------------------------------------------------------------------
+
+PrivatePool* CachingBlockAllocator::pool_for_capture(void* stream) {
+  for (auto& [id, filter] : captures_underway_) {
+    if (filter(stream)) {
+      auto it = private_pools_.find(id);
+      return it == private_pools_.end() ? nullptr : it->second.get();
+    }
+  }
+  return nullptr;
+}
+
+void CachingBlockAllocator::begin_allocate_to_pool(MempoolId id, StreamFilter filter) {
+  TS_CHECK((id != MempoolId{0, 0}), ValueError, "begin_allocate_to_pool: the null pool id {0, 0} names no private pool");
+  Lock g(mu_);
+  for (const auto& c : captures_underway_)
+    TS_CHECK(c.first != id, ValueError, "begin_allocate_to_pool: pool (", id.first, ", ", id.second,
+             ") is already being allocated to by a capture underway");
+  auto it = private_pools_.find(id);
+  if (it == private_pools_.end()) {
+    private_pools_.emplace(id, std::make_unique<PrivatePool>(id));
+  } else {
+    ++it->second->use_count;  // shared by graphs captured in order (or a freeable pool taken up again)
+  }
+  captures_underway_.emplace_back(id, std::move(filter));
+}
+
+void CachingBlockAllocator::end_allocate_to_pool(MempoolId id) {
+  Lock g(mu_);
+  auto it = std::find_if(captures_underway_.begin(), captures_underway_.end(),
+                         [&](const auto& c) { return c.first == id; });
+  TS_CHECK(it != captures_underway_.end(), ValueError, "end_allocate_to_pool: pool (", id.first, ", ", id.second,
+           ") is not being allocated to");
+  captures_underway_.erase(it);
+  // The capture has ended (the CUDA layer closes the pool after cudaStreamEndCapture): the frees it
+  // deferred may record their events now.
+  if (captures_underway_.empty() && !deferred_.empty()) insert_deferred_events();
+}
+
+void CachingBlockAllocator::release_pool(MempoolId id) {
+  Lock g(mu_);
+  auto it = private_pools_.find(id);
+  TS_CHECK(it != private_pools_.end() && it->second->use_count > 0, ValueError, "release_pool: pool (", id.first, ", ",
+           id.second, ") is not in use");
+  PrivatePool& pp = *it->second;
+  if (--pp.use_count == 0 && pp.segment_count == 0) {
+    for (const auto& c : captures_underway_)
+      if (c.first == id) return;  // released before its capture ended: kept until then
+    private_pools_.erase(it);
+  }
+}
+
+void CachingBlockAllocator::release_freeable_pools() {
+  Lock g(mu_);
+  if (captures_underway_.empty()) release_freeable_pools_locked();
+}
+
+void CachingBlockAllocator::release_freeable_pools_locked() {
+  for (auto it = private_pools_.begin(); it != private_pools_.end();) {
+    PrivatePool& pp = *it->second;
+    const bool open = std::any_of(captures_underway_.begin(), captures_underway_.end(),
+                                  [&](const auto& c) { return c.first == pp.id; });
+    if (pp.use_count > 0 || open) {
+      ++it;
+      continue;
+    }
+    release_whole_blocks(pp.large);
+    release_whole_blocks(pp.small);
+    it = pp.segment_count == 0 ? private_pools_.erase(it) : std::next(it);
+  }
+}
+
+bool CachingBlockAllocator::capture_underway() {
+  Lock g(mu_);
+  return !captures_underway_.empty();
+}
+
+size_t CachingBlockAllocator::num_private_pools() {
+  Lock g(mu_);
+  return private_pools_.size();
+}
+
+int CachingBlockAllocator::pool_use_count(MempoolId id) {
+  Lock g(mu_);
+  auto it = private_pools_.find(id);
+  return it == private_pools_.end() ? 0 : it->second->use_count;
+}
+
+size_t CachingBlockAllocator::deferred_frees() {
+  Lock g(mu_);
+  return deferred_.size();
+}
+
+MempoolId CachingBlockAllocator::pool_id(const Block* b) {
+  return b->pool->owner ? b->pool->owner->id : MempoolId{0, 0};
+}
+
+MempoolId CachingBlockAllocator::segment_pool_id(uintptr_t segment_address) {
+  Lock g(mu_);
+  auto it = segments_.find(segment_address);
+  TS_CHECK(it != segments_.end(), ValueError, "segment_pool_id: no segment at that address");
+  const Pool* p = it->second->pool;
+  return p->owner ? p->owner->id : MempoolId{0, 0};
 }
 
 size_t CachingBlockAllocator::total_memory() {

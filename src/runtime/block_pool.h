@@ -38,11 +38,35 @@
 //    free returns it to the device at once (cudaFree waits for the device, so streams are safe).
 //  * One mutex per device guards everything; the allocate-free path of a cached block takes the lock
 //    twice, searches one ordered set and recycles Block objects (no other heap allocation).
+//
+// Note [Graph private pools]
+// A CUDA graph replays the addresses it was captured with, so memory allocated during its capture must
+// stay the graph's for as long as the graph may be replayed. As PyTorch's allocator does:
+//  * A private pool (MempoolId, PyTorch's (uint64, uint64) pair) has its own small and large Pools and
+//    its own segments: a block of a private pool is never handed to an allocation outside it, and a
+//    general block never to an allocation inside it. Blocks freed during or after the capture go back
+//    to the private pool, where later captures into the same pool (graphs captured in order, sharing
+//    a pool: graph_pool_handle()) may reuse them.
+//  * begin_allocate_to_pool(id, filter) opens the pool (created with one use, or one more use of an
+//    existing pool) for every request whose stream the filter accepts (the stream being captured,
+//    and streams forked into its capture); end_allocate_to_pool(id) closes it again.
+//  * release_pool(id) drops one use; a pool without uses is "freeable": its segments whose blocks are
+//    all free go back to the device at the next cache release (empty_cache, an out-of-memory retry,
+//    release_freeable_pools() -- which a capture calls before it begins), and the pool itself goes once
+//    it has no segment left. Blocks still allocated (outputs the user keeps) return to it when freed.
+//  * While any capture is underway on the device nothing may synchronize or query the device for
+//    earlier work: events are not polled, a record_stream free records no event (the block waits,
+//    still active, until no capture is underway: PyTorch's deferral), no cached memory is released
+//    (garbage collection, the out-of-memory retry), and empty_cache raises. A new segment is still
+//    allowed (the CUDA layer switches the thread to relaxed capture mode around cudaMalloc).
+//  * Private pools always cache (even under backend:cudaMalloc, whose general frees are deferred the
+//    same way while a capture is underway: cudaFree would synchronize).
 #pragma once
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,9 +134,15 @@ std::string format_size(uint64_t bytes);
 // A readable table of the statistics, as torch.cuda.memory_summary().
 std::string memory_summary_table(const DeviceStats& s, int device);
 
+// A private memory pool's id, as PyTorch's MempoolId_t; {0, 0} is none (the general pool).
+using MempoolId = std::pair<uint64_t, uint64_t>;
+// Which streams' requests go to a pool while it is open (a cudaStream_t as void*).
+using StreamFilter = std::function<bool(void* stream)>;
+
 struct Block;     // the allocator's own; Block* is what malloc returns and free takes
 struct Segment;
 struct Pool;
+struct PrivatePool;
 
 class CachingBlockAllocator {
  public:
@@ -153,6 +183,28 @@ class CachingBlockAllocator {
   // Events recorded by record_stream frees that have not been seen to complete.
   size_t pending_events();
 
+  // ---- graph private pools (Note [Graph private pools]) ----
+  // Requests whose stream `filter` accepts come from pool `id` until end_allocate_to_pool(id). Creates
+  // the pool with one use, or adds a use to an existing one. ValueError for the null id or a pool open
+  // already.
+  void begin_allocate_to_pool(MempoolId id, StreamFilter filter);
+  void end_allocate_to_pool(MempoolId id);
+  // Drops one use of the pool; ValueError for an unknown pool or one without uses.
+  void release_pool(MempoolId id);
+  // Returns to the device the whole free segments of pools without uses (no-op while a capture is
+  // underway). Waits for nothing: the device's cudaFree does.
+  void release_freeable_pools();
+  bool capture_underway();
+  // Pools known to the allocator (with uses, or freeable with segments left), and the uses of one (0 for
+  // an unknown or freeable pool).
+  size_t num_private_pools();
+  int pool_use_count(MempoolId id);
+  // Blocks freed with record_stream uses during a capture, waiting for the capture to end.
+  size_t deferred_frees();
+  // The pool a block came from ({0, 0}: the general pool); the pool of the segment at `segment_address`.
+  static MempoolId pool_id(const Block* block);
+  MempoolId segment_pool_id(uintptr_t segment_address);
+
   // The size a request is rounded to, and the segment size a new segment for it gets.
   size_t round_size(size_t nbytes) const;
   static size_t segment_size_for(size_t rounded);
@@ -167,6 +219,8 @@ class CachingBlockAllocator {
   Block* take_block(Block* block, Pool& pool, size_t size, size_t requested);
   bool should_split(const Block* block, size_t size) const;
   void free_block(Block* block);
+  PrivatePool* pool_for_capture(void* stream);
+  void insert_deferred_events();
   size_t try_merge(Block* dst, Block* src, Pool& pool);
   void insert_events(Block* block);
   void process_events();
@@ -174,6 +228,7 @@ class CachingBlockAllocator {
   bool release_available_cached_blocks(Pool& pool, size_t size, void* stream);
   void release_cached_blocks();
   void release_whole_blocks(Pool& pool);
+  void release_freeable_pools_locked();
   void release_segment(Block* block);
   void garbage_collect();
   size_t total_memory();
@@ -195,6 +250,9 @@ class CachingBlockAllocator {
   std::vector<StreamEvents> events_;
   size_t pending_events_ = 0;
   std::vector<Block*> spare_blocks_;
+  std::map<MempoolId, std::unique_ptr<PrivatePool>> private_pools_;
+  std::vector<std::pair<MempoolId, StreamFilter>> captures_underway_;
+  std::vector<Block*> deferred_;  // freed during a capture, awaiting its end (Note [Graph private pools])
   DeviceStats stats_;
   size_t reserved_ = 0;        // sum of segment sizes
   size_t total_memory_ = 0;    // device capacity, queried once when needed

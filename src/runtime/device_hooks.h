@@ -14,6 +14,9 @@ struct CudaHooks {
   bool (*is_pinned)(const void* ptr) = nullptr;
   // The device memory at `ptr` is used by `stream` (a cudaStream_t): Tensor::record_stream.
   void (*record_stream)(void* ptr, void* stream) = nullptr;
+  // Raises "<op>: cannot synchronize the device while a CUDA graph is being captured" when the current
+  // stream is being captured (cuda::check_not_capturing).
+  void (*check_not_capturing)(const char* op) = nullptr;
 };
 
 // The registered hooks, or nullptr when no CUDA runtime registered any.

@@ -12,6 +12,7 @@
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/elementwise_math.cuh"
 #include "ops/elementwise_kernel.h"
+#include "runtime/cuda/graph_capture.h"
 
 namespace tessera::cuda {
 namespace {
@@ -221,7 +222,9 @@ void binary_cuda(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp o
         if (divides(op)) {
           ZeroDivisionFlag flag(stream);
           launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, flag.device_ptr()}, stream, "binary");
-          flag.check();
+          // Inside a captured CUDA graph the flag cannot come back to the host: the check does not run
+          // there (as PyTorch, whose integer division by zero never raises on the GPU).
+          if (!stream_is_captured(stream)) flag.check();
         } else {
           launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, nullptr}, stream, "binary");
         }

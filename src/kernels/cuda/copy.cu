@@ -30,6 +30,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/elementwise.cuh"
 #include "ops/copy_kernel.h"
+#include "runtime/cuda/graph_capture.h"
 #include "tensor/tensor_impl.h"
 
 namespace tessera::cuda {
@@ -169,6 +170,8 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src, bool non_blocking
     copy_kernel(kCPU, packed, host);
     host = packed;
   }
+  // A capture takes only asynchronous copies from page-locked memory (read again at each replay).
+  if (!(user_memory && non_blocking && is_page_locked(host.data_ptr()))) check_not_capturing("copy_", stream);
   const bool direct = dst.is_contiguous() && dst.dtype() == host.dtype() && host.sizes() == dst.sizes();
   const Tensor landing = direct ? dst : make_empty(host.sizes(), host.dtype(), dst.device());
   TS_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), host.data_ptr(), host.nbytes(), cudaMemcpyHostToDevice, stream));
@@ -189,6 +192,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking
     dev = packed;
   }
   const bool direct = dst.is_contiguous() && dev.sizes() == dst.sizes();
+  if (!(direct && non_blocking && is_page_locked(dst.data_ptr()))) check_not_capturing("copy_", stream);
   const Tensor landing = direct ? dst : make_empty(dev.sizes(), dst.dtype(), kCPU);
   TS_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), dev.data_ptr(), dev.nbytes(), cudaMemcpyDeviceToHost, stream));
   if (direct && non_blocking && is_page_locked(landing.data_ptr())) {

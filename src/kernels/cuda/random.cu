@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/random_common.cuh"
+#include "runtime/cuda/graph_capture.h"
 #include "tessera/error.h"
 
 namespace tessera::cuda {
@@ -259,7 +260,21 @@ void bernoulli_tensor_cuda(const Tensor& out, const Tensor& probs, PhiloxParams 
 
 }  // namespace
 
+// ---- a captured graph's Philox words (Note [Philox under graph capture]) ---------------------------
+// dst[0] = seed, dst[1] = base offset: one thread; the values travel as kernel arguments, so the write
+// reads no host memory when it runs (a replay may be queued long before).
+static __global__ void philox_state_kernel(uint64_t* dst, uint64_t seed, uint64_t offset) {
+  dst[0] = seed;
+  dst[1] = offset;
+}
+
+static void launch_philox_state(uint64_t* dst, uint64_t seed, uint64_t offset, cudaStream_t stream) {
+  philox_state_kernel<<<1, 1, 0, stream>>>(dst, seed, offset);
+  check_launch("Graph.replay", "philox_state_kernel");
+}
+
 void register_random() {
+  set_philox_state_writer(&launch_philox_state);
   uniform_kernel.set(DeviceType::CUDA, &uniform_cuda);
   normal_kernel.set(DeviceType::CUDA, &normal_cuda);
   bernoulli_scalar_kernel.set(DeviceType::CUDA, &bernoulli_scalar_cuda);

@@ -68,6 +68,17 @@ struct alignas(sizeof(T) * E) RandomVec {
   T v[E];
 };
 
+// ---- the key and first counter of a launch -------------------------------------------------------
+// From the params; under CUDA graph capture from the device words each replay writes (Note [Philox
+// under graph capture], runtime/philox_capture.h). Read once per thread, before its loop.
+struct PhiloxBase {
+  uint64_t seed, offset;
+};
+__device__ __forceinline__ PhiloxBase philox_base(const PhiloxParams& p) {
+  if (p.seed_ptr == nullptr) return {p.seed, p.offset};
+  return {*p.seed_ptr, *p.offset_ptr + p.offset};
+}
+
 // ---- the kernel ----------------------------------------------------------------------------------
 // out[i] = op(i, words of element i) for i in [0, n): W words per element (1, 2 or 4).
 // Grid-stride over Philox blocks; n > 0.
@@ -80,8 +91,9 @@ static __global__ void __launch_bounds__(kRandomThreads)
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   bool vec_ok = false;
   if constexpr (Out::kContiguous) vec_ok = reinterpret_cast<uintptr_t>(out.data) % sizeof(RandomVec<T, E>) == 0;
+  const PhiloxBase base = philox_base(p);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += step) {
-    const PhiloxBlock blk = philox4x32_10(p.seed, p.offset + static_cast<uint64_t>(b));
+    const PhiloxBlock blk = philox4x32_10(base.seed, base.offset + static_cast<uint64_t>(b));
     const int64_t i0 = b * E;
     if constexpr (Out::kContiguous) {
       if (vec_ok && i0 + E <= n) {

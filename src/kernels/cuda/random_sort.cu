@@ -58,8 +58,9 @@ struct PairBuffers {
 static __global__ void __launch_bounds__(kRandomThreads)
     randperm_keys_kernel(uint64_t* keys, int64_t* vals, int64_t n, PhiloxParams p) {
   const int64_t nblocks = (n + 1) / 2, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const PhiloxBase base = philox_base(p);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += step) {
-    const PhiloxBlock blk = philox4x32_10(p.seed, p.offset + static_cast<uint64_t>(b));
+    const PhiloxBlock blk = philox4x32_10(base.seed, base.offset + static_cast<uint64_t>(b));
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int64_t i = 2 * b + e;
@@ -203,8 +204,9 @@ static __global__ void __launch_bounds__(kRandomThreads)
     multinomial_sample_kernel(const double* probs, const double* cdf, int64_t rows, int64_t k, int64_t s,
                               PhiloxParams p, MultinomialOut out) {
   const int64_t n = rows * s, nblocks = (n + 1) / 2, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const PhiloxBase base = philox_base(p);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += step) {
-    const PhiloxBlock blk = philox4x32_10(p.seed, p.offset + static_cast<uint64_t>(b));
+    const PhiloxBlock blk = philox4x32_10(base.seed, base.offset + static_cast<uint64_t>(b));
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int64_t i = 2 * b + e;
@@ -227,8 +229,9 @@ static __global__ void __launch_bounds__(kRandomThreads)
 static __global__ void __launch_bounds__(kRandomThreads)
     multinomial_keys_kernel(const double* probs, int64_t n, PhiloxParams p, uint64_t* keys, int64_t* vals) {
   const int64_t nblocks = (n + 1) / 2, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const PhiloxBase base = philox_base(p);
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += step) {
-    const PhiloxBlock blk = philox4x32_10(p.seed, p.offset + static_cast<uint64_t>(b));
+    const PhiloxBlock blk = philox4x32_10(base.seed, base.offset + static_cast<uint64_t>(b));
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int64_t i = 2 * b + e;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/index_common.cuh"
 #include "ops/shape_ops_kernel.h"
+#include "runtime/cuda/graph_capture.h"
 
 namespace tessera::cuda {
 namespace {
@@ -42,6 +43,19 @@ static __global__ void index_map_kernel_impl(IndexMapParams<U, I> p) {
   }
 }
 
+// The offset table on the device. Under CUDA graph capture each replay copies it again from the pinned
+// block, which the capturing graph keeps (keep_for_graph); otherwise index_common.cuh's upload.
+DataPtr upload_table(const std::vector<int64_t>& table, cudaStream_t stream) {
+  const size_t nbytes = table.size() * sizeof(int64_t);
+  if (nbytes == 0 || !stream_is_captured(stream)) return upload(table.data(), nbytes, stream);
+  DataPtr dev = allocate_workspace(nbytes);
+  DataPtr pinned = pinned_host_allocator()->allocate(nbytes, kCPU);
+  std::memcpy(pinned.get(), table.data(), nbytes);
+  TS_CUDA_CHECK(cudaMemcpyAsync(dev.get(), pinned.get(), nbytes, cudaMemcpyHostToDevice, stream));
+  keep_for_graph(stream, std::move(pinned));
+  return dev;
+}
+
 void index_map_cuda(const Tensor& out, const Tensor& x, const std::vector<std::vector<int64_t>>& maps) {
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -61,7 +75,7 @@ void index_map_cuda(const Tensor& out, const Tensor& x, const std::vector<std::v
     base[k] = static_cast<int64_t>(table.size());
     for (int64_t v : maps[d]) table.push_back(v * x.stride(d));
   }
-  DataPtr dev_table = upload(table.data(), table.size() * sizeof(int64_t), stream);
+  DataPtr dev_table = upload_table(table, stream);
   dispatch_width(out.dtype(), "index_map", [&]<class U>(TypeTag<U>) {
     dispatch_index(fits32({n}), [&]<class I>(TypeTag<I>) {
       IndexMapParams<U, I> p;

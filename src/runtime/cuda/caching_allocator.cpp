@@ -16,6 +16,7 @@
 #include "runtime/cuda/cuda_backends.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/graph_capture.h"
 #include "runtime/device_hooks.h"
 #include "runtime/memory_reporter.h"
 #include "tessera/cuda.h"
@@ -138,6 +139,7 @@ void register_cuda_runtime() {
   h.pinned_allocator = &pinned_host_allocator;
   h.is_pinned = &is_pinned;
   h.record_stream = &hook_record_stream;
+  h.check_not_capturing = &check_not_capturing;
   set_cuda_hooks(h);
 }
 
@@ -186,6 +188,7 @@ std::vector<SegmentInfo> memory_snapshot() {
 }
 
 void empty_cache() {
+  if (device_count() > 0) check_not_capturing("empty_cache");
   for (int d = 0; d < kMaxDevices; ++d)
     if (CachingBlockAllocator* a = existing_allocator(d)) a->empty_cache();
 }
@@ -193,6 +196,21 @@ void empty_cache() {
 void set_per_process_memory_fraction(double fraction, int device_index) {
   const int d = resolve_device(device_index, "set_per_process_memory_fraction");
   device_allocator(d).set_memory_fraction(fraction);
+}
+
+}  // namespace tessera::cuda
+
+// ---- graph private pools (graph_capture.h) -------------------------------------------------------
+
+namespace tessera::cuda {
+
+void begin_allocate_to_pool(int device, alloc::MempoolId id, alloc::StreamFilter filter) {
+  device_allocator(device).begin_allocate_to_pool(id, std::move(filter));
+}
+void end_allocate_to_pool(int device, alloc::MempoolId id) { device_allocator(device).end_allocate_to_pool(id); }
+void release_pool(int device, alloc::MempoolId id) { device_allocator(device).release_pool(id); }
+void release_freeable_pools(int device) {
+  if (CachingBlockAllocator* a = existing_allocator(device)) a->release_freeable_pools();
 }
 
 }  // namespace tessera::cuda

@@ -107,7 +107,13 @@ class DeviceBackend final : public alloc::AllocBackend {
   void* raw_alloc(size_t nbytes) override {
     CurrentDevice g(device_);
     void* p = nullptr;
+    // During a graph capture in global or thread-local mode cudaMalloc is an "unsafe" call; it is fine
+    // here (the graph gets new addresses, nothing is freed before its replays): relaxed for the call, as
+    // PyTorch's cudaMallocMaybeCapturing (Note [Graph private pools]).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    TS_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t err = cudaMalloc(&p, nbytes);
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: clear it so that the next call starts clean
       return nullptr;

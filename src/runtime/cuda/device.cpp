@@ -6,6 +6,7 @@
 
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/graph_capture.h"
 #include "tessera/cuda.h"
 #include "tessera/error.h"
 
@@ -103,6 +104,7 @@ CurrentDevice::~CurrentDevice() {
 void synchronize(int index) {
   if (index < 0) index = current_device();
   CurrentDevice g(index);
+  check_not_capturing("synchronize", current_raw_stream(index));
   TS_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/cuda_allocator.h"
 #include "runtime/cuda/cuda_backends.h"
+#include "runtime/cuda/graph_capture.h"
 #include "runtime/host_block_cache.h"
 #include "tessera/cuda.h"
 #include "tessera/error.h"
@@ -59,8 +60,12 @@ bool is_pinned(const void* ptr) {
 }
 
 void record_host_use(const void* ptr, cudaStream_t stream) {
-  // Memory not from the cache (pageable, or pinned elsewhere) is not tracked: nothing to do.
-  if (ptr) (void)host_cache().record_use(ptr, stream);
+  // Memory not from the cache (pageable, or pinned elsewhere) is not tracked: nothing to do. Nor is a use
+  // by a stream being captured into a CUDA graph: the event that a free would record there could never
+  // be queried; the graph's replays read the memory later, so whoever captured the copy keeps the block
+  // (a static input the user holds, or the graph itself: keep_for_graph).
+  if (!ptr || stream_is_captured(stream)) return;
+  (void)host_cache().record_use(ptr, stream);
 }
 
 }  // namespace tessera::cuda

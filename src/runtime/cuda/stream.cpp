@@ -8,6 +8,7 @@
 #include "runtime/cuda/cuda_backends.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_stream.h"
+#include "runtime/cuda/graph_capture.h"
 #include "tessera/error.h"
 
 namespace tessera::cuda {
@@ -78,7 +79,11 @@ bool Stream::query() const {
   return true;
 }
 
-void Stream::synchronize() const { TS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+void Stream::synchronize() const {
+  check_not_capturing("Stream.synchronize", static_cast<cudaStream_t>(handle_));
+  check_not_capturing("Stream.synchronize");
+  TS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+}
 
 StreamGuard::StreamGuard(const Stream& s) {
   prev_device_ = current_device();
@@ -152,6 +157,7 @@ bool Event::query() const {
 }
 
 void Event::synchronize() const {
+  check_not_capturing("Event.synchronize");
   if (handle_) TS_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
 }
 

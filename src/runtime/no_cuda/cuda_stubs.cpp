@@ -1,6 +1,7 @@
 // tessera/cuda.h in a build without the CUDA backend: no devices; queries answer "none" and every
 // call that needs a GPU raises DeviceError saying that tessera was built without CUDA.
 #include "tessera/cuda.h"
+#include "tessera/cuda_graph.h"
 #include "tessera/error.h"
 
 namespace tessera::cuda {
@@ -53,5 +54,23 @@ std::vector<SegmentInfo> memory_snapshot() { no_cuda("memory_snapshot"); }
 void empty_cache() {}  // nothing cached: a no-op, as torch.cuda.empty_cache() without CUDA initialised
 void set_per_process_memory_fraction(double, int) { no_cuda("set_per_process_memory_fraction"); }
 BuildInfo build_info() { return {}; }
+
+
+// CUDA graphs (tessera/cuda_graph.h): nothing can be captured; nothing is ever being captured.
+struct Graph::Impl {};
+Graph::Graph() = default;
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+void Graph::capture_begin(MempoolId, CaptureMode) { no_cuda("Graph.capture_begin"); }
+void Graph::capture_end() { no_cuda("Graph.capture_end"); }
+void Graph::replay() { no_cuda("Graph.replay"); }
+void Graph::reset() {}
+MempoolId Graph::pool() const { return {0, 0}; }
+bool Graph::captured() const { return false; }
+bool Graph::capturing() const { return false; }
+MempoolId graph_pool_handle() { no_cuda("graph_pool_handle"); }
+bool is_current_stream_capturing() { return false; }
+void check_not_capturing(const char*) {}
 
 }  // namespace tessera::cuda
