@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   train->add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
   train->add_option("--limit-train", t.limit_train, "use only the first N training examples");
   train->add_option("--threads", t.threads, "CPU threads (default: all)");
+  train->add_option("--amp", t.amp, "mixed precision: bf16 | fp16 | off (fp16 scales the loss)")
+      ->check(CLI::IsMember({"bf16", "fp16", "off"}));
 
   app.add_subcommand("info", "print the build and the devices");
 

@@ -50,8 +50,15 @@ struct Eval {
   double loss, accuracy;
 };
 
-Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+// Autocast settings of the run: --amp bf16 | fp16 | off.
+struct AmpMode {
+  bool enabled = false;
+  DType dtype = kBFloat16;
+};
+
+Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device, AmpMode amp_mode) {
   NoGradGuard no_grad;
+  amp::autocast guard(device, amp_mode.dtype, amp_mode.enabled);
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0, n = 0;
@@ -73,6 +80,11 @@ int run_train(const TrainOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   manual_seed(o.seed);
   const Device device = pick_device(o.device);
+  TS_CHECK(o.amp == "off" || o.amp == "bf16" || o.amp == "fp16", ValueError, "train: unknown --amp '", o.amp,
+           "' (expected bf16, fp16 or off)");
+  const AmpMode amp_mode{o.amp != "off", o.amp == "fp16" ? kFloat16 : kBFloat16};
+  // float16 has a narrow exponent range: its gradients need loss scaling; bfloat16's do not.
+  amp::GradScaler scaler({.enabled = o.amp == "fp16"});
 
   std::string root = data::FashionMNIST::kDefaultRoot;
   if (o.data.rfind("fashion-mnist:", 0) == 0) root = o.data.substr(14);
@@ -110,6 +122,8 @@ int run_train(const TrainOptions& o) {
                 for (const Tensor& p : model->parameters()) n += p.numel();
                 return n;
               }());
+  if (amp_mode.enabled)
+    std::printf("mixed precision: autocast %s%s\n", o.amp.c_str(), scaler.is_enabled() ? " with loss scaling" : "");
 
   std::vector<EpochMetrics> rows;
   const bool tty = true;
@@ -122,9 +136,14 @@ int run_train(const TrainOptions& o) {
     for (auto& [x, y] : train_loader) {
       Tensor xd = x.to(device), yd = y.to(device);
       opt->zero_grad();
-      Tensor loss = nn::functional::cross_entropy((*model)(xd), yd);
-      loss.backward();
-      opt->step();
+      Tensor loss;
+      {
+        amp::autocast guard(device, amp_mode.dtype, amp_mode.enabled);
+        loss = nn::functional::cross_entropy((*model)(xd), yd);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(*opt);
+      scaler.update();
       sched.step();
       loss_sum += loss.item<double>();
       ++batches;
@@ -133,7 +152,7 @@ int run_train(const TrainOptions& o) {
     }
     bar.finish();
     const double train_seconds = bar.seconds();
-    Eval ev = evaluate(*model, test_loader, device);
+    Eval ev = evaluate(*model, test_loader, device, amp_mode);
     EpochMetrics m{static_cast<int>(epoch + 1), loss_sum / static_cast<double>(batches), ev.loss, ev.accuracy, train_seconds};
     rows.push_back(m);
     std::printf("epoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy %.2f%%  %.1fs (%.0f items/s)\n",
