@@ -36,9 +36,9 @@ TEST(CudaAmp, AutocastFloat16Policy) {
   EXPECT_EQ(F::layer_norm(logits, {4}).dtype(), ts::kFloat32);
   EXPECT_EQ(ts::cat({logits, b.narrow(0, 0, 8)}).dtype(), ts::kFloat32);
   EXPECT_EQ(ts::mm(cpu_a, cpu_b).dtype(), ts::kFloat32);  // CPU tensors: no CPU autocast open
-  // Values: the float16 product of the float16-rounded inputs.
-  EXPECT_TRUE(all_close(ts::mm(a, b).cpu(), ts::mm(cpu_a.to(ts::kFloat16), cpu_b.to(ts::kFloat16)),
-                        tolerance_for(ts::kFloat16)));
+  // Values: the float16 product of the float16-rounded inputs (to a float16 rounding or two: the
+  // summation orders differ).
+  EXPECT_TRUE(all_close(ts::mm(a, b).cpu(), ts::mm(cpu_a.to(ts::kFloat16), cpu_b.to(ts::kFloat16)), {2e-3, 2e-3}));
 }
 
 TEST(CudaAmp, AutocastGradientsAndCache) {
