@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   train->add_option("--profile", t.profile,
                     "profile steps 3-5 of the first epoch: Chrome trace to this path (open in Perfetto), memory "
                     "timeline SVG next to it, table of ops on stdout");
+  train->add_option("--amp", t.amp, "mixed precision: bf16 | fp16 | off (fp16 scales the loss)")
+      ->check(CLI::IsMember({"bf16", "fp16", "off"}));
 
   app.add_subcommand("info", "print the build and the devices");
 

@@ -51,8 +51,15 @@ struct Eval {
   double loss, accuracy;
 };
 
-Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+// Autocast settings of the run: --amp bf16 | fp16 | off.
+struct AmpMode {
+  bool enabled = false;
+  DType dtype = kBFloat16;
+};
+
+Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device, AmpMode amp_mode) {
   NoGradGuard no_grad;
+  amp::autocast guard(device, amp_mode.dtype, amp_mode.enabled);
   model.eval();
   double loss_sum = 0;
   int64_t correct = 0, n = 0;
@@ -88,6 +95,11 @@ int run_train(const TrainOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   manual_seed(o.seed);
   const Device device = pick_device(o.device);
+  TS_CHECK(o.amp == "off" || o.amp == "bf16" || o.amp == "fp16", ValueError, "train: unknown --amp '", o.amp,
+           "' (expected bf16, fp16 or off)");
+  const AmpMode amp_mode{o.amp != "off", o.amp == "fp16" ? kFloat16 : kBFloat16};
+  // float16 has a narrow exponent range: its gradients need loss scaling; bfloat16's do not.
+  amp::GradScaler scaler({.enabled = o.amp == "fp16"});
 
   std::string root = data::FashionMNIST::kDefaultRoot;
   if (o.data.rfind("fashion-mnist:", 0) == 0) root = o.data.substr(14);
@@ -125,6 +137,8 @@ int run_train(const TrainOptions& o) {
                 for (const Tensor& p : model->parameters()) n += p.numel();
                 return n;
               }());
+  if (amp_mode.enabled)
+    std::printf("mixed precision: autocast %s%s\n", o.amp.c_str(), scaler.is_enabled() ? " with loss scaling" : "");
 
   std::vector<EpochMetrics> rows;
   const bool tty = true;
@@ -148,15 +162,17 @@ int run_train(const TrainOptions& o) {
       Tensor loss;
       {
         profiler::record_function r("forward");  // user ranges cost one relaxed load unless profiling
+        amp::autocast guard(device, amp_mode.dtype, amp_mode.enabled);
         loss = nn::functional::cross_entropy((*model)(xd), yd);
       }
       {
         profiler::record_function r("backward");
-        loss.backward();
+        scaler.scale(loss).backward();
       }
       {
         profiler::record_function r("optimizer.step");
-        opt->step();
+        scaler.step(*opt);
+        scaler.update();
       }
       sched.step();
       loss_sum += loss.item<double>();
@@ -169,7 +185,7 @@ int run_train(const TrainOptions& o) {
     bar.finish();
     if (prof && prof->running()) finish_profile(*prof, o.profile, device.is_cuda());  // a short epoch
     const double train_seconds = bar.seconds();
-    Eval ev = evaluate(*model, test_loader, device);
+    Eval ev = evaluate(*model, test_loader, device, amp_mode);
     EpochMetrics m{static_cast<int>(epoch + 1), loss_sum / static_cast<double>(batches), ev.loss, ev.accuracy, train_seconds};
     rows.push_back(m);
     std::printf("epoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy %.2f%%  %.1fs (%.0f items/s)\n",

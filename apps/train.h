@@ -21,6 +21,7 @@ struct TrainOptions {
   int64_t limit_train = 0;             // use only the first N training examples (0: all)
   int64_t threads = 0;                 // 0: OpenMP's default
   std::string profile;                 // Chrome trace path: profiles steps 3-5 of the first epoch run
+  std::string amp = "off";             // bf16 | fp16 | off: autocast (fp16 with a GradScaler)
 };
 
 int run_train(const TrainOptions& opts);

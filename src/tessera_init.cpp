@@ -1,5 +1,6 @@
 // Start-up of the library: each layer's registration, called explicitly and in layer order
 // (DESIGN.md "One op call"). This is the top of the stack, so it may see every layer.
+#include "amp/amp_stage.h"
 #include "autograd/derivatives/derivatives.h"
 #include "autograd/op_node.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -22,6 +23,7 @@ struct Init {
     autograd::register_derivatives();
     autograd::install_autograd_stage();
     register_profiler_stage();
+    amp::install_autocast_stage();
   }
 };
 // In a shared library this object is always linked and constructed before main().

@@ -1,5 +1,6 @@
 // Everything a tessera user needs: `#include <tessera/tessera.h>` and `namespace ts = tessera;`.
 #pragma once
+#include "tessera/amp.h"
 #include "tessera/autograd.h"
 #include "tessera/cuda.h"
 #include "tessera/data.h"

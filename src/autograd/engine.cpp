@@ -7,6 +7,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "autograd/graph.h"
+#include "ops/autocast_hook.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -127,6 +128,9 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
 
   std::vector<Tensor> captured(capture_edges.size());
   GradModeGuardSetter grad_mode(create_graph);
+  // Derivatives run in the dtypes the forward chose; autocast (if a scope is open) does not re-cast
+  // them (Note [Autocast stage]).
+  AutocastExcludeGuard no_autocast;
   while (!ready.empty()) {
     GraphNode* node = ready.top();
     ready.pop();

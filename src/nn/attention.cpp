@@ -8,6 +8,7 @@
 // Float masks are added to the scores in both.
 #include <cmath>
 
+#include "ops/autocast_hook.h"
 #include "tessera/functions.h"
 #include "tessera/nn/attention.h"
 #include "tessera/nn/functional.h"
@@ -25,6 +26,8 @@ Tensor causal_blocked(int64_t l, int64_t s, Device device) {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("scaled_dot_product_attention", {&q, &k, &v, attn_mask ? &*attn_mask : nullptr}); c) return scaled_dot_product_attention(c[0], c[1], c[2], c.opt(3), dropout_p, is_causal, scale, gen);
   const char* op = "scaled_dot_product_attention";
   TS_CHECK(q.defined() && k.defined() && v.defined(), ValueError, op, ": got an undefined query, key or value");
   TS_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,

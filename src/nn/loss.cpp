@@ -13,6 +13,7 @@
 #include "tessera/functions.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/loss.h"
+#include "ops/autocast_hook.h"
 #include "ops/loss_ops.h"
 
 namespace tessera::nn {
@@ -129,6 +130,8 @@ Tensor fused_cross_entropy(const Tensor& input, const Tensor& target, const std:
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
                 const std::string& reduction) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("nll_loss", {&input, &target, weight ? &*weight : nullptr}); c) return nll_loss(c[0], c[1], c.opt(2), ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   PickedTargets p = pick_targets("nll_loss", input, target, weight, ignore_index);
   if (reduction == "none") return p.loss;
@@ -138,6 +141,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<T
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("cross_entropy", {&input, &target, weight ? &*weight : nullptr}); c) return cross_entropy(c[0], c[1], c.opt(2), ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
   check_pair(op, input, target);
@@ -182,6 +187,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("mse_loss", {&input, &target}); c) return mse_loss(c[0], c[1], reduction);
   check_reduction("mse_loss", reduction);
   check_pair("mse_loss", input, target);
   Tensor d = input - target;
@@ -189,12 +196,16 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("l1_loss", {&input, &target}); c) return l1_loss(c[0], c[1], reduction);
   check_reduction("l1_loss", reduction);
   check_pair("l1_loss", input, target);
   return reduce(abs(input - target), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("smooth_l1_loss", {&input, &target}); c) return smooth_l1_loss(c[0], c[1], reduction, beta);
   check_reduction("smooth_l1_loss", reduction);
   check_pair("smooth_l1_loss", input, target);
   TS_CHECK(beta >= 0, ValueError, "smooth_l1_loss: smooth_l1_loss does not support negative values for beta, got ", beta);
@@ -205,6 +216,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double delta) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("huber_loss", {&input, &target}); c) return huber_loss(c[0], c[1], reduction, delta);
   check_reduction("huber_loss", reduction);
   check_pair("huber_loss", input, target);
   TS_CHECK(delta > 0, ValueError, "huber_loss: huber_loss does not support non-positive values for delta, got ", delta);
@@ -215,6 +228,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                             const std::string& reduction) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("binary_cross_entropy", {&input, &target, weight ? &*weight : nullptr}); c) return binary_cross_entropy(c[0], c[1], c.opt(2), reduction);
   const char* op = "binary_cross_entropy";
   check_reduction(op, reduction);
   check_same_size(op, input, target);
@@ -232,6 +247,8 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                                         const std::string& reduction, const std::optional<Tensor>& pos_weight) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("binary_cross_entropy_with_logits", {&input, &target, weight ? &*weight : nullptr, pos_weight ? &*pos_weight : nullptr}); c) return binary_cross_entropy_with_logits(c[0], c[1], c.opt(2), reduction, c.opt(3));
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);
   check_same_size(op, input, target);
@@ -250,6 +267,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("kl_div", {&input, &target}); c) return kl_div(c[0], c[1], reduction, log_target);
   const char* op = "kl_div";
   check_reduction(op, reduction, /*batchmean_ok=*/true);
   check_pair(op, input, target);

@@ -12,6 +12,7 @@
 #include "tessera/functions.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/init.h"
+#include "ops/autocast_hook.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/norm_ops.h"
 #include "tessera/nn/normalization.h"
@@ -69,6 +70,8 @@ Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("layer_norm", {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return layer_norm(c[0], normalized_shape, c.opt(1), c.opt(2), eps);
   const char* op = "layer_norm";
   check_input(op, x);
   trailing_dims(op, x, normalized_shape);
@@ -79,6 +82,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("group_norm", {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return group_norm(c[0], num_groups, c.opt(1), c.opt(2), eps);
   const char* op = "group_norm";
   check_input(op, x);
   TS_CHECK(x.dim() >= 2, ShapeError, op, ": expected at least 2 dims (N, C, *), got input of size ", x.sizes());
@@ -96,6 +101,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tenso
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("rms_norm", {&x, weight ? &*weight : nullptr}); c) return rms_norm(c[0], normalized_shape, c.opt(1), eps);
   const char* op = "rms_norm";
   check_input(op, x);
   trailing_dims(op, x, normalized_shape);

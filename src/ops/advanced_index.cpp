@@ -17,6 +17,7 @@
 // derivatives replay the same indexing, masks included.
 #include <algorithm>
 
+#include "ops/autocast_hook.h"
 #include "ops/advanced_index.h"
 #include "ops/autograd_hook.h"
 #include "ops/no_record.h"
@@ -206,6 +207,8 @@ Tensor index_put_fwd(const Tensor& x, const std::vector<std::optional<Tensor>>& 
 
 Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                  bool accumulate) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("index_put", {&x, &values}); c) return index_put(c[0], indices, c[1], accumulate);
   OpScope scope("index_put", {&x, &values});
   Tensor out = index_put_fwd(x, indices, values, accumulate);
   if (should_record({&x, &values})) {

@@ -11,6 +11,7 @@
 // and div's rounding mode go into the attrs; every div records as "div". Predicates and bitwise ops
 // record nothing. The out= forms of the recorded ops refuse arguments that require grad while grad
 // mode is on, as PyTorch does.
+#include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
@@ -101,6 +102,13 @@ OpAttrs binary_attrs(BinaryOp op, const BinaryParams& p) {
 
 Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operand& b, Tensor* out,
                    const BinaryParams& p = {}) {
+  // Note [Autocast stage]: the policy table decides by name (pow, atan2; never an _out form).
+  if (autocast_pending() && out == nullptr) [[unlikely]] {
+    if (AutocastArgs c(name, {a.t, b.t}); c) {
+      return binary_impl(name, op, Operand{a.t ? &c[0] : nullptr, a.s}, Operand{b.t ? &c[1] : nullptr, b.s},
+                         out, p);
+    }
+  }
   const Tensor* first = a.t ? a.t : b.t;
   OpScope scope(name, {first, b.t ? b.t : first});
   if (a.t) check_defined(name, *a.t, "input");

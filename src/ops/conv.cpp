@@ -11,6 +11,7 @@
 // be recorded by autograd.
 #include <string>
 
+#include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
 #include "ops/conv_kernel.h"
 #include "ops/conv_ops.h"
@@ -181,6 +182,9 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias,
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, IntPair stride,
               IntPair padding, IntPair dilation, int64_t groups) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("conv2d", {&x, &weight, bias ? &*bias : nullptr}); c)
+      return conv2d(c[0], c[1], c.opt(2), stride, padding, dilation, groups);
   const Tensor& b = bias_or_undefined(bias);
   OpScope scope("conv2d", {&x, &weight, &b});
   check_defined("conv2d", x, "input");
@@ -195,6 +199,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("conv1d", {&x, &weight, bias ? &*bias : nullptr}); c)
+      return conv1d(c[0], c[1], c.opt(2), stride, padding, dilation, groups);
   const Tensor& b = bias_or_undefined(bias);
   OpScope scope("conv1d", {&x, &weight, &b});
   check_defined("conv1d", x, "input");
@@ -227,6 +234,9 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, IntPair stride,
                         IntPair padding, IntPair output_padding, int64_t groups, IntPair dilation) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("conv_transpose2d", {&x, &weight, bias ? &*bias : nullptr}); c)
+      return conv_transpose2d(c[0], c[1], c.opt(2), stride, padding, output_padding, groups, dilation);
   const Tensor& b = bias_or_undefined(bias);
   OpScope scope("conv_transpose2d", {&x, &weight, &b});
   check_defined("conv_transpose2d", x, "input");

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/autocast_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tessera/functions.h"
@@ -172,6 +173,8 @@ Tensor contract(Tensor a, Tensor b, const std::vector<bool>& to_sum) {
 }  // namespace
 
 Tensor einsum(const std::string& eq, const std::vector<Tensor>& operands) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("einsum", operands); c) return einsum(eq, c.tensors());
   // Gradients are recorded by the ops einsum lowers onto (views and bmm).
   OpScope scope("einsum", operands);
   TS_CHECK(!operands.empty(), ValueError, "einsum(): must provide at least one operand (equation '", eq, "')");

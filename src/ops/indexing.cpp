@@ -19,6 +19,7 @@
 // wrapped dim in attrs.ints. nonzero and one_hot have integer outputs and record nothing.
 #include <algorithm>
 
+#include "ops/autocast_hook.h"
 #include "ops/advanced_index.h"
 #include "ops/autograd_hook.h"
 #include "ops/no_record.h"
@@ -230,6 +231,8 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& 
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("scatter_add", {&x, &index, &src}); c) return scatter_add(c[0], dim, c[1], c[2]);
   OpScope scope("scatter_add", {&x, &index, &src});
   check_defined("scatter_add", src, "src");
   Tensor out;

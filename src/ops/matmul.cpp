@@ -10,6 +10,7 @@
 // around a recorded mm, dot or bmm. addmm/baddbmm record attrs.scalars = {beta, alpha}.
 #include <string>
 
+#include "ops/autocast_hook.h"
 #include "ops/gemm_kernel.h"
 #include "ops/no_record.h"
 #include "ops/op_scope.h"
@@ -180,6 +181,8 @@ Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("mm", {&a, &b}); c) return mm(c[0], c[1]);
   OpScope scope("mm", {&a, &b});
   check_defined("mm", a, "self");
   check_defined("mm", b, "mat2");
@@ -187,6 +190,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("bmm", {&a, &b}); c) return bmm(c[0], c[1]);
   OpScope scope("bmm", {&a, &b});
   check_defined("bmm", a, "self");
   check_defined("bmm", b, "mat2");
@@ -194,6 +199,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("addmm", {&input, &a, &b}); c) return addmm(c[0], c[1], c[2], beta, alpha);
   OpScope scope("addmm", {&input, &a, &b});
   check_defined("addmm", input, "self");
   check_defined("addmm", a, "mat1");
@@ -202,6 +209,8 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar
 }
 
 Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("baddbmm", {&input, &a, &b}); c) return baddbmm(c[0], c[1], c[2], beta, alpha);
   OpScope scope("baddbmm", {&input, &a, &b});
   check_defined("baddbmm", input, "self");
   check_defined("baddbmm", a, "batch1");
@@ -210,6 +219,8 @@ Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scal
 }
 
 Tensor dot(const Tensor& a, const Tensor& b) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("dot", {&a, &b}); c) return dot(c[0], c[1]);
   OpScope scope("dot", {&a, &b});
   check_defined("dot", a, "self");
   check_defined("dot", b, "other");
@@ -217,6 +228,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("matmul", {&a, &b}); c) return matmul(c[0], c[1]);
   OpScope scope("matmul", {&a, &b});
   check_defined("matmul", a, "self");
   check_defined("matmul", b, "other");
@@ -295,6 +308,8 @@ Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor* bp) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("linear", {&x, &weight, bp}); c) return linear(c[0], c[1], c.opt(2));
   static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
   OpScope scope("linear", {&x, &weight, bp ? bp : &kNoBias});
   const bool rec = should_record({&x, &weight, bp});

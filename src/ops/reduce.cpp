@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "ops/autocast_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_kernel.h"
@@ -158,6 +159,8 @@ Tensor any_all(const char* op, const Tensor& x, const Dims& dims, bool keepdim, 
 // The differentiable ones record themselves with the caller's input (before any dtype cast: the
 // engine casts the gradient back) and attrs.ints = dims, attrs.flag = keepdim.
 Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
+  if (autocast_pending() && !dtype) [[unlikely]]
+    if (AutocastArgs c("sum", {&x}); c) return sum(c[0], dims, keepdim, dtype);
   OpScope scope("sum", {&x});
   const bool rec = should_record({&x});
   Tensor out;
@@ -170,6 +173,8 @@ Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype)
 }
 
 Tensor prod(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
+  if (autocast_pending() && !dtype) [[unlikely]]
+    if (AutocastArgs c("prod", {&x}); c) return prod(c[0], dims, keepdim, dtype);
   OpScope scope("prod", {&x});
   const bool rec = should_record({&x});
   Tensor out;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <tuple>
 
+#include "ops/autocast_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "ops/reduce_kernel.h"
@@ -125,11 +126,15 @@ Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims,
 }  // namespace
 
 Tensor norm(const Tensor& x, double p, std::optional<Dims> dims, bool keepdim) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("norm", {&x}); c) return norm(c[0], p, dims, keepdim);
   OpScope scope("norm", {&x});
   return recorded_norm(x, p, dims, keepdim);
 }
 
 Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, bool keepdim) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("norm", {&x}); c) return norm(c[0], p, dims, keepdim);
   OpScope scope("norm", {&x});
   TS_CHECK(p != "nuc", NotImplementedError, "norm: the nuclear norm (p='nuc') is not supported");
   TS_CHECK(p == "fro", ValueError, "norm: unknown order p='", p, "' (expected 'fro' or a number)");
@@ -137,6 +142,8 @@ Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, boo
 }
 
 Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("logsumexp", {&x}); c) return logsumexp(c[0], dims, keepdim);
   OpScope scope("logsumexp", {&x});
   check_defined("logsumexp", x, "input");
   const bool rec = should_record({&x});
@@ -170,11 +177,15 @@ Tensor recorded_scan(const char* op, const Tensor& x, int64_t dim, std::optional
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (autocast_pending() && !dtype) [[unlikely]]
+    if (AutocastArgs c("cumsum", {&x}); c) return cumsum(c[0], dim, dtype);
   OpScope scope("cumsum", {&x});
   return recorded_scan("cumsum", x, dim, dtype, ScanOp::Sum);
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  if (autocast_pending() && !dtype) [[unlikely]]
+    if (AutocastArgs c("cumprod", {&x}); c) return cumprod(c[0], dim, dtype);
   OpScope scope("cumprod", {&x});
   return recorded_scan("cumprod", x, dim, dtype, ScanOp::Prod);
 }

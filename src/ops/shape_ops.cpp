@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
 #include "ops/no_record.h"
 #include "ops/op_scope.h"
@@ -109,6 +110,8 @@ Tensor cat_fwd(const std::vector<Tensor>& tensors, int64_t dim, OpAttrs* attrs) 
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("cat", tensors); c) return cat(c.tensors(), dim);
   OpScope scope("cat", tensors);
   if (!should_record(tensors)) return cat_fwd(tensors, dim, nullptr);
   OpAttrs attrs;
@@ -119,6 +122,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("stack", tensors); c) return stack(c.tensors(), dim);
   OpScope scope("stack", tensors);
   TS_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {

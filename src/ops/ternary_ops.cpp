@@ -11,6 +11,7 @@
 // kernel saw, an absent clamp bound as an undefined tensor, so each op has one derivative; where's
 // condition goes into attrs.tensors, addcmul/addcdiv's value into attrs.scalars, softmax's dim into
 // attrs.ints. allclose and equal return bools and record nothing.
+#include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
@@ -165,6 +166,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 // ---- addcmul / addcdiv ------------------------------------------------------------------------------
 static Tensor addc_impl(const char* name, TernaryOp op, const Tensor& self, const Tensor& t1, const Tensor& t2,
                         const Scalar& value) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c(name, {&self, &t1, &t2}); c) return addc_impl(name, op, c[0], c[1], c[2], value);
   OpScope scope(name, {&self, &t1, &t2});
   check_defined(name, self, "input");
   check_defined(name, t1, "tensor1");
@@ -235,6 +238,8 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 // ---- softmax ----------------------------------------------------------------------------------------
 static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::optional<DType> dtype, bool log) {
+  if (autocast_pending() && !dtype) [[unlikely]]
+    if (AutocastArgs c(name, {&x}); c) return softmax_impl(name, c[0], dim, dtype, log);
   OpScope scope(name, {&x});
   check_defined(name, x, "input");
   const DType d = dtype.value_or(x.dtype());

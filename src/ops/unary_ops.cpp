@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/op_scope.h"
@@ -82,6 +83,9 @@ OpAttrs unary_attrs(UnaryOp op, const UnaryParams& p) {
 }
 
 Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, const UnaryParams& p = {}) {
+  // Note [Autocast stage]: the policy table decides by name (exp, log, rsqrt, ...; never an _out form).
+  if (autocast_pending() && out == nullptr) [[unlikely]]
+    if (AutocastArgs c(name, {&x}); c) return unary_impl(name, op, c[0], out, p);
   OpScope scope(name, {&x});
   check_defined(name, x, "input");
   if (out && !is_predicate(op)) {
