@@ -29,17 +29,6 @@ enum : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
 
 using UnscaleArgs = MtaArgs<1, 1>;  // ptrs: 0 grad; the one scalar slot is unused
 
-template <class T>
-__device__ __forceinline__ dacc_t<T> load_acc(const T* p, int i) {
-  return static_cast<dacc_t<T>>(p[i]);
-}
-template <class T>
-__device__ __forceinline__ void store_acc(T* p, int i, dacc_t<T> v) {
-  if constexpr (std::is_same_v<T, __half>) p[i] = __float2half_rn(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) p[i] = __float2bfloat16_rn(v);
-  else p[i] = v;
-}
-
 // One chunk (len elements from g) of one tensor; returns whether this thread saw inf or NaN.
 template <class T>
 __device__ __forceinline__ bool unscale_chunk(T* g, int len, float inv_scale) {
@@ -52,7 +41,7 @@ __device__ __forceinline__ bool unscale_chunk(T* g, int len, float inv_scale) {
 #pragma unroll
     for (int k = 0; k < kMtaIlp; ++k) {
       const int i = base + k * blockDim.x + threadIdx.x;
-      v[k] = i < len ? load_acc(g, i) : C(0);
+      v[k] = i < len ? mta_load(g, i) : C(0);
     }
 #pragma unroll
     for (int k = 0; k < kMtaIlp; ++k) bad |= !isfinite(v[k]);
@@ -60,7 +49,7 @@ __device__ __forceinline__ bool unscale_chunk(T* g, int len, float inv_scale) {
 #pragma unroll
       for (int k = 0; k < kMtaIlp; ++k) {
         const int i = base + k * blockDim.x + threadIdx.x;
-        if (i < len) store_acc(g, i, v[k] * inv);
+        if (i < len) mta_store(g, i, v[k] * inv);
       }
     }
   }

@@ -14,9 +14,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "tessera/error.h"
 
 namespace tessera::cuda {
+
+// Element i of a tensor in its compute type (float for the 16-bit types), and back rounded to nearest
+// even: the loads and stores of every multi-tensor kernel.
+template <class T>
+__device__ __forceinline__ dacc_t<T> mta_load(const T* p, int i) {
+  return convert<dacc_t<T>>(p[i]);
+}
+template <class T>
+__device__ __forceinline__ void mta_store(T* p, int i, dacc_t<T> v) {
+  p[i] = convert<T>(v);
+}
 
 inline constexpr int kMtaChunk = 65536;    // elements per block
 inline constexpr int kMtaMaxBlocks = 320;  // blocks per launch

@@ -24,17 +24,6 @@ namespace {
 
 using namespace optim_math;
 
-template <class T>
-__device__ __forceinline__ dacc_t<T> load_c(const T* p, int i) {
-  return static_cast<dacc_t<T>>(p[i]);
-}
-template <class T>
-__device__ __forceinline__ void store_c(T* p, int i, dacc_t<T> v) {
-  if constexpr (std::is_same_v<T, __half>) p[i] = __float2half_rn(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) p[i] = __float2bfloat16_rn(v);
-  else p[i] = v;
-}
-
 // ---- SGD ------------------------------------------------------------------------------------------
 // ptrs: 0 param, 1 grad, 2 momentum buffer (with momentum); flag: the buffer is fresh.
 template <bool kMomentum>
@@ -57,9 +46,9 @@ static __global__ void __launch_bounds__(kMtaThreads)
       const int i = base + k * blockDim.x + threadIdx.x;
       pr[k] = gr[k] = br[k] = C(0);
       if (i < ch.len) {
-        pr[k] = load_c(p, i);
-        gr[k] = load_c(g, i);
-        if (kMomentum && !fresh) br[k] = load_c(b, i);
+        pr[k] = mta_load(p, i);
+        gr[k] = mta_load(g, i);
+        if (kMomentum && !fresh) br[k] = mta_load(b, i);
       }
     }
 #pragma unroll
@@ -68,8 +57,8 @@ static __global__ void __launch_bounds__(kMtaThreads)
     for (int k = 0; k < kMtaIlp; ++k) {
       const int i = base + k * blockDim.x + threadIdx.x;
       if (i < ch.len) {
-        store_c(p, i, pr[k]);
-        if constexpr (kMomentum) store_c(b, i, br[k]);
+        mta_store(p, i, pr[k]);
+        if constexpr (kMomentum) mta_store(b, i, br[k]);
       }
     }
   }
@@ -114,11 +103,11 @@ static __global__ void __launch_bounds__(kMtaThreads)
       const int i = base + k * blockDim.x + threadIdx.x;
       pr[k] = gr[k] = mr[k] = vr[k] = xr[k] = C(0);
       if (i < ch.len) {
-        pr[k] = load_c(p, i);
-        gr[k] = load_c(g, i);
-        mr[k] = load_c(m, i);
-        vr[k] = load_c(v, i);
-        if constexpr (kAmsgrad) xr[k] = load_c(vmax, i);
+        pr[k] = mta_load(p, i);
+        gr[k] = mta_load(g, i);
+        mr[k] = mta_load(m, i);
+        vr[k] = mta_load(v, i);
+        if constexpr (kAmsgrad) xr[k] = mta_load(vmax, i);
       }
     }
 #pragma unroll
@@ -128,10 +117,10 @@ static __global__ void __launch_bounds__(kMtaThreads)
     for (int k = 0; k < kMtaIlp; ++k) {
       const int i = base + k * blockDim.x + threadIdx.x;
       if (i < ch.len) {
-        store_c(p, i, pr[k]);
-        store_c(m, i, mr[k]);
-        store_c(v, i, vr[k]);
-        if constexpr (kAmsgrad) store_c(vmax, i, xr[k]);
+        mta_store(p, i, pr[k]);
+        mta_store(m, i, mr[k]);
+        mta_store(v, i, vr[k]);
+        if constexpr (kAmsgrad) mta_store(vmax, i, xr[k]);
       }
     }
   }

@@ -23,7 +23,9 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "profiler/gpu_tracer.h"
 #include "profiler/recorder.h"
@@ -75,41 +77,37 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
+// The fields every timed record (kernel, memcpy, memset) has, under the same names.
+template <class Record>
+GpuActivity timed_activity(const Record* r, EventKind kind, std::string name, int64_t offset) {
+  GpuActivity a;
+  a.kind = kind;
+  a.name = std::move(name);
+  a.start_ns = static_cast<int64_t>(r->start) + offset;
+  a.end_ns = static_cast<int64_t>(r->end) + offset;
+  a.device = static_cast<int>(r->deviceId);
+  a.stream = r->streamId;
+  a.correlation = r->correlationId;
+  return a;
+}
+
 void parse_record(const CUpti_Activity* rec, int64_t offset, Collector& c) {
   GpuActivity a;
   switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      a.kind = EventKind::Kernel;
-      a.name = demangle(k->name);
-      a.start_ns = static_cast<int64_t>(k->start) + offset;
-      a.end_ns = static_cast<int64_t>(k->end) + offset;
-      a.device = static_cast<int>(k->deviceId);
-      a.stream = k->streamId;
-      a.correlation = k->correlationId;
+      a = timed_activity(k, EventKind::Kernel, demangle(k->name), offset);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      a.kind = EventKind::Memcpy;
-      a.name = memcpy_kind_name(m->copyKind);
-      a.start_ns = static_cast<int64_t>(m->start) + offset;
-      a.end_ns = static_cast<int64_t>(m->end) + offset;
-      a.device = static_cast<int>(m->deviceId);
-      a.stream = m->streamId;
-      a.correlation = m->correlationId;
+      a = timed_activity(m, EventKind::Memcpy, memcpy_kind_name(m->copyKind), offset);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      a.kind = EventKind::Memset;
-      a.name = "Memset (Device)";
-      a.start_ns = static_cast<int64_t>(m->start) + offset;
-      a.end_ns = static_cast<int64_t>(m->end) + offset;
-      a.device = static_cast<int>(m->deviceId);
-      a.stream = m->streamId;
-      a.correlation = m->correlationId;
+      a = timed_activity(m, EventKind::Memset, "Memset (Device)", offset);
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
