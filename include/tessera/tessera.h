@@ -4,6 +4,7 @@
 #include "tessera/autograd.h"
 #include "tessera/cuda.h"
 #include "tessera/data.h"
+#include "tessera/determinism.h"
 #include "tessera/device.h"
 #include "tessera/dtype.h"
 #include "tessera/error.h"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "tessera/determinism.h"
 
 namespace ts = tessera;
 using namespace tessera::testing;
@@ -202,7 +203,7 @@ TEST(CudaIndex, IndexAddMatchesCpu) {
 }
 
 // Floats with repeated targets: atomics sum in any order (equal to the CPU up to rounding); the
-// deterministic path (TESSERA_DETERMINISTIC=1) sums in index order, bit for bit as the CPU.
+// deterministic path (set_deterministic(true)) sums in index order, bit for bit as the CPU.
 TEST(CudaIndex, AccumulateRepeatedTargetsFloat) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({64, 33}, ts::kFloat32, 4);
@@ -220,11 +221,11 @@ TEST(CudaIndex, AccumulateRepeatedTargetsFloat) {
   const ts::Tensor sref = ts::scatter_add(line, 0, lidx, src);
   EXPECT_TRUE(same(ts::scatter_add(line.to(kCuda), 0, lidx.to(kCuda), src.to(kCuda)), sref, loose));
 
-  ASSERT_EQ(setenv("TESSERA_DETERMINISTIC", "1", 1), 0);
+  ts::set_deterministic(true);
   const ts::Tensor a = ts::index_put(x.to(kCuda), {index.to(kCuda)}, v.to(kCuda), true);
   const ts::Tensor b = ts::index_put(x.to(kCuda), {index.to(kCuda)}, v.to(kCuda), true);
   const ts::Tensor s = ts::scatter_add(line.to(kCuda), 0, lidx.to(kCuda), src.to(kCuda));
-  unsetenv("TESSERA_DETERMINISTIC");
+  ts::set_deterministic(false);
   EXPECT_TRUE(same(a, ref));
   EXPECT_TRUE(same(b, a.cpu()));
   EXPECT_TRUE(same(s, sref));

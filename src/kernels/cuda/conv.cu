@@ -22,8 +22,9 @@
 // candidates from cuDNN's heuristics (cudnnGet*Algorithm_v7), or, when cuda::cudnn_benchmark(), from
 // timing them once (cudnnFind*AlgorithmEx, which synchronizes). A call tries the candidates in order
 // (skipping one whose workspace cannot be allocated or that cuDNN reports as not supported) and the
-// first that runs becomes the key's first choice. Workspace comes from the caching allocator on the
-// current stream.
+// first that runs becomes the key's first choice. With the determinism switch on (tessera/determinism.h)
+// only candidates cuDNN marks CUDNN_DETERMINISTIC are kept (the switch is part of the key). Workspace
+// comes from the caching allocator on the current stream.
 //
 // Sizes cuDNN cannot take: descriptors hold 32-bit sizes and a tensor below 2^31 elements, so the
 // batch runs in chunks that keep every tensor under that (the weight gradient accumulates over chunks
@@ -42,6 +43,7 @@
 #include "kernels/cuda/cudnn_handle.h"
 #include "kernels/cuda/pool.h"
 #include "ops/conv_kernel.h"
+#include "runtime/determinism.h"
 #include "tensor/tensor_impl.h"
 
 namespace tessera::cuda {
@@ -238,7 +240,7 @@ struct BackwardFilterOps {
 
 // ---- algorithm cache ---------------------------------------------------------------------------------
 struct ConvKey {
-  int device, dir, dtype, nhwc, math, benchmark;
+  int device, dir, dtype, nhwc, math, benchmark, deterministic;
   int64_t n, c, h, w, k, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw, groups;
   bool operator==(const ConvKey&) const = default;
 };
@@ -248,8 +250,8 @@ struct ConvKeyHash {
     size_t h = 0;
     auto mix = [&h](int64_t v) { h ^= std::hash<int64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     for (int64_t v : {int64_t(k.device), int64_t(k.dir), int64_t(k.dtype), int64_t(k.nhwc), int64_t(k.math),
-                      int64_t(k.benchmark), k.n, k.c, k.h, k.w, k.k, k.kh, k.kw, k.oh, k.ow, k.sh, k.sw, k.ph, k.pw,
-                      k.dh, k.dw, k.groups})
+                      int64_t(k.benchmark), int64_t(k.deterministic), k.n, k.c, k.h, k.w, k.k, k.kh, k.kw, k.oh,
+                      k.ow, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, k.groups})
       mix(v);
     return h;
   }
@@ -290,7 +292,7 @@ DataPtr search_workspace(size_t want, size_t* got) {
 
 template <class Ops>
 std::vector<AlgoChoice> find_candidates(cudnnHandle_t h, const ConvDescs& d, const ConvPtrs& p, Dir dir,
-                                        cudnnMathType_t math, bool benchmark, size_t w_bytes) {
+                                        cudnnMathType_t math, bool benchmark, bool deterministic, size_t w_bytes) {
   typename Ops::Perf perf[Ops::kCount];
   int ret = 0;
   cudnnStatus_t st;
@@ -319,6 +321,7 @@ std::vector<AlgoChoice> find_candidates(cudnnHandle_t h, const ConvDescs& d, con
   TS_CUDNN_CHECK(st);
   for (int i = 0; i < ret; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;  // tessera/determinism.h
     // float32 with TF32 off: only FMA kernels (as PyTorch, a tensor-op result is skipped), and the
     // math type stays FMA so that no kernel may round the operands to TF32.
     cudnnMathType_t m = perf[i].mathType;
@@ -355,7 +358,7 @@ bool run_candidates(const ConvKey& key, cudnnHandle_t h, const ConvDescs& d, con
     }
   }
   if (!cached) {
-    cands = find_candidates<Ops>(h, d, p, dir, math, key.benchmark != 0, w_bytes);
+    cands = find_candidates<Ops>(h, d, p, dir, math, key.benchmark != 0, key.deterministic != 0, w_bytes);
     std::lock_guard<std::mutex> lock(cache.mu);
     cache.map[key] = cands;
   }
@@ -421,6 +424,7 @@ bool run_conv(const char* op, Dir dir, const ConvGeometry& g, const Tensor& x, c
     key.nhwc = nhwc;
     key.math = static_cast<int>(math);
     key.benchmark = cudnn_benchmark();
+    key.deterministic = is_deterministic();
     key.n = nb;
     key.c = g.in_channels;
     key.h = g.in_h;

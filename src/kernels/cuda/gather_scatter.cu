@@ -8,8 +8,8 @@
 //    index order). Used when there are enough lines to fill the GPU, or J is tiny.
 //  - parallel: a thread per (line, j), for few long lines (a 1-D scatter_add, which a 1-D gather's
 //    backward is, has one line). scatter_add adds atomically (floats: order not fixed, equal to the
-//    CPU up to rounding; TESSERA_DETERMINISTIC=1 takes a sorted, reproducible path instead, see
-//    index.cu). scatter with a tensor src must let the last j win on repeated targets: the targets
+//    CPU up to rounding; with the determinism switch on it takes a sorted, reproducible path instead,
+//    see index.cu). scatter with a tensor src must let the last j win on repeated targets: the targets
 //    (line * self_size + value) are sorted stably and only the last of each run writes. A scattered
 //    scalar writes the same value everywhere, so it needs no order.
 // Index values are never wrapped (PyTorch); a bad one is skipped and reported (Note [Bad index flag]),

@@ -19,19 +19,16 @@
 //    the CPU's serial sum only up to rounding), or, when deterministic_accumulate(), the same sort and
 //    one thread per (run, p, q) adding the run's values in index order: bitwise reproducible, and
 //    equal to the CPU's result up to contraction of a * v + d into an FMA.
-#include <cstdlib>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/index_common.cuh"
 #include "kernels/cuda/sort_common.cuh"
 #include "ops/index_kernel.h"
+#include "runtime/determinism.h"
 
 namespace tessera::cuda {
 
-bool deterministic_accumulate() {
-  const char* v = std::getenv("TESSERA_DETERMINISTIC");
-  return v != nullptr && v[0] == '1';
-}
+bool deterministic_accumulate() { return is_deterministic(); }
 
 namespace {
 

@@ -27,8 +27,8 @@ void register_unique();          // unique.cu
 void register_range();           // range.cu: arange
 
 // Whether accumulating writes with repeated targets (index_put / index_add, scatter_add) take their
-// sorted, bitwise reproducible path instead of atomics. Until the library has a determinism switch,
-// on when the environment sets TESSERA_DETERMINISTIC=1 (index.cu).
+// sorted, bitwise reproducible path instead of atomics: when the determinism switch is on
+// (tessera/determinism.h).
 bool deterministic_accumulate();
 
 inline constexpr int kMaxDims = 25;  // as ElementwiseIter; more (non-mergeable) dims raise NotImplementedError

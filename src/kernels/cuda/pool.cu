@@ -21,7 +21,9 @@
 //  - max_pool2d_backward receives only the indices (its geometry carries no window), so it scatters
 //    with atomic adds in the accumulation type: float32 / float64 straight into the zeroed result,
 //    float16 / bfloat16 into a float32 scratch that is rounded once into the result. Overlapping
-//    windows make the float sums order-dependent in their last bits. An index outside its plane
+//    windows make the float sums order-dependent in their last bits; with the determinism switch on,
+//    a gather (each input position sums, in (oh, ow) order, the windows that chose it) runs instead.
+//    An index outside its plane
 //    (possible only from a caller's own indices tensor) is skipped: a kernel cannot raise without
 //    synchronizing, where the CPU kernel raises IndexError.
 //
@@ -34,6 +36,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/pool.h"
 #include "ops/conv_kernel.h"
+#include "runtime/determinism.h"
 #include "tensor/tensor_impl.h"
 
 namespace tessera::cuda {
@@ -134,6 +137,33 @@ static __global__ void max_pool_backward_kernel(const T* __restrict__ grad, cons
     const I ih = static_cast<I>(k / p.W), iw = static_cast<I>(k % p.W);
     const T g = grad[offset(p.ys, q.n, q.c, q.h, q.w)];
     atomicAdd(acc + offset(p.xs, q.n, q.c, ih, iw), static_cast<Acc>(convert<dacc_t<T>>(g)));
+  }
+}
+
+// The deterministic variant (tessera/determinism.h): dx at each input position is the sum, in (oh, ow)
+// order, of the gradients of the windows whose recorded index is this position, rounded once; the
+// CPU kernel adds them in the same order. Windows that start at oh * sh - ph and span (kh - 1) * dh + 1
+// rows can cover ih only for oh in [oh0, oh1) below; the index check picks the ones that chose it.
+template <class T, class I>
+static __global__ void max_pool_backward_gather_kernel(const T* __restrict__ grad, const int64_t* __restrict__ idx,
+                                                       T* __restrict__ dx, PoolParams<I> p, int64_t total) {
+  using A = dacc_t<T>;
+  TS_GRID_STRIDE_LOOP(li, total) {
+    const Pos<I> q = decode<I>(static_cast<I>(li), p.C, p.H, p.W, p.cl);
+    const int64_t span_h = int64_t(p.kh - 1) * p.dh, span_w = int64_t(p.kw - 1) * p.dw;
+    const int64_t top = int64_t(q.h) + p.ph - span_h, left = int64_t(q.w) + p.pw - span_w;
+    const int64_t oh0 = top <= 0 ? 0 : (top + p.sh - 1) / p.sh;
+    const int64_t ow0 = left <= 0 ? 0 : (left + p.sw - 1) / p.sw;
+    const int64_t oh1 = min((int64_t(q.h) + p.ph) / p.sh + 1, int64_t(p.OH));
+    const int64_t ow1 = min((int64_t(q.w) + p.pw) / p.sw + 1, int64_t(p.OW));
+    const int64_t me = int64_t(q.h) * p.W + q.w;
+    A s = 0;
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        const I oi = static_cast<I>(oh), oj = static_cast<I>(ow);
+        if (idx[offset(p.is, q.n, q.c, oi, oj)] == me) s += convert<A>(grad[offset(p.ys, q.n, q.c, oi, oj)]);
+      }
+    dx[offset(p.xs, q.n, q.c, q.h, q.w)] = convert<T>(s);
   }
 }
 
@@ -365,10 +395,26 @@ void max_pool2d_backward_dense(const Tensor& dx, const Tensor& grad, const Tenso
   });
 }
 
+// Gathers into `dx` (any strides): every element is written, in a fixed order.
+void max_pool2d_backward_gather(const Tensor& dx, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
+  const int64_t total = dx.numel();
+  const bool cl = channels_last_order(dx);
+  dispatch_device_dtype<DTypeSet::Floating>(dx.dtype(), "max_pool2d_backward", [&]<class T>(TypeTag<T>) {
+    with_index_type(fits_int32({&dx, &grad, &indices}, g), [&]<class I>(TypeTag<I>) {
+      const PoolParams<I> p = make_params<I>(dx, grad, &indices, g, cl);
+      max_pool_backward_gather_kernel<T, I><<<grid_for(total, kThreads), kThreads, 0, stream_of(dx)>>>(
+          static_cast<const T*>(grad.data_ptr()), indices.data_ptr<int64_t>(), static_cast<T*>(dx.data_ptr()), p,
+          total);
+      check_launch("max_pool2d_backward", "max_pool_backward_gather_kernel");
+    });
+  });
+}
+
 void max_pool2d_backward_cuda(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   check_cuda("max_pool2d_backward", {&out, &grad, &indices});
   if (out.numel() == 0) return;
   CurrentDevice guard(out.device().index());
+  if (is_deterministic()) return max_pool2d_backward_gather(out, grad, indices, g);
   if (is_dense(out)) return max_pool2d_backward_dense(out, grad, indices, g);
   Tensor tmp = make_empty(out.sizes(), out.dtype(), out.device());
   max_pool2d_backward_dense(tmp, grad, indices, g);
