@@ -50,4 +50,16 @@ std::vector<DType> float_dtypes();       // float16, bfloat16, float32, float64
 std::vector<DType> all_dtypes();         // all nine
 std::vector<DType> integral_dtypes();    // uint8, int8, int32, int64
 
+// The message of the error of class E that `f` raises; empty if it raises nothing (another class
+// propagates), so that a test looking for a phrase in it fails.
+template <class E, class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace tessera::testing

@@ -49,16 +49,6 @@ ts::Tensor few_ops(const ts::Tensor& x, const ts::Tensor& w) {
   return h.sum(0) + x.mean();
 }
 
-template <class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ts::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(CudaGraph, CaptureReplayOfAFewOpsEqualsEagerBitwise) {
   TS_REQUIRE_GPU();
   ts::manual_seed(1);
@@ -198,13 +188,13 @@ TEST(CudaGraph, SynchronizingCallsDuringCaptureRaiseNamingTheOp) {
     g.capture_begin();
     y = x * 3.0;
     const std::string tail = ": cannot synchronize the device while a CUDA graph is being captured";
-    EXPECT_NE(error_of([&] { (void)y.sum().item(); }).find("item" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { (void)y.cpu(); }).find("cpu" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { cuda::synchronize(); }).find("synchronize" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { side.synchronize(); }).find("Stream.synchronize" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { (void)ts::nonzero(y > 0.0); }).find("nonzero" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { (void)ts::allclose(y, y); }).find("allclose" + tail), std::string::npos);
-    EXPECT_NE(error_of([&] { cuda::empty_cache(); }).find("empty_cache" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { (void)y.sum().item(); }).find("item" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { (void)y.cpu(); }).find("cpu" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { cuda::synchronize(); }).find("synchronize" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { side.synchronize(); }).find("Stream.synchronize" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { (void)ts::nonzero(y > 0.0); }).find("nonzero" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { (void)ts::allclose(y, y); }).find("allclose" + tail), std::string::npos);
+    EXPECT_NE(ts::testing::message_of<ts::Error>([&] { cuda::empty_cache(); }).find("empty_cache" + tail), std::string::npos);
     y = y + 1.0;
     g.capture_end();  // the checks raised before synchronizing: the capture is still valid
   }
@@ -216,7 +206,7 @@ TEST(CudaGraph, SynchronizingCallsDuringCaptureRaiseNamingTheOp) {
 TEST(CudaGraph, CaptureOnTheDefaultStreamRaises) {
   TS_REQUIRE_GPU();
   cuda::Graph g;
-  EXPECT_NE(error_of([&] { g.capture_begin(); }).find("other than the default stream"), std::string::npos);
+  EXPECT_NE(ts::testing::message_of<ts::Error>([&] { g.capture_begin(); }).find("other than the default stream"), std::string::npos);
   EXPECT_FALSE(g.capturing());
 }
 

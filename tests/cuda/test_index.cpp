@@ -53,16 +53,6 @@ ts::Tensor int_valued(const ts::Shape& s, ts::DType dt, uint64_t seed = 3) {
   return test_data(s, ts::kInt64, seed, dt == ts::kUInt8 ? 0 : -5, 5).to(dt);
 }
 
-template <class F>
-std::string index_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ts::IndexError& e) {
-    return e.what();
-  }
-  return "(no IndexError)";
-}
-
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // ---- index_select, advanced indexing ---------------------------------------------------------------------
@@ -92,10 +82,10 @@ TEST(CudaIndex, IndexSelectMatchesCpu) {
 TEST(CudaIndex, IndexSelectOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({5, 3}, ts::kFloat32).to(kCuda);
-  std::string msg = index_error_of([&] { ts::index_select(x, 0, ints({0, 4, 7, 9}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::index_select(x, 0, ints({0, 4, 7, 9}).to(kCuda)); });
   EXPECT_TRUE(contains(msg, "index_select: index 7 is out of bounds for dimension 0 with size 5")) << msg;
   // Negative values do not wrap in index_select (PyTorch's CPU kernel).
-  msg = index_error_of([&] { ts::index_select(x, 1, ints({-1}, ts::kInt32).to(kCuda)); });
+  msg = message_of<ts::IndexError>([&] { ts::index_select(x, 1, ints({-1}, ts::kInt32).to(kCuda)); });
   EXPECT_TRUE(contains(msg, "index -1 is out of bounds for dimension 1 with size 3")) << msg;
 }
 
@@ -132,14 +122,14 @@ TEST(CudaIndex, AdvancedIndexMatchesCpu) {
 TEST(CudaIndex, AdvancedIndexOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({5, 6}, ts::kFloat32).to(kCuda);
-  std::string msg = index_error_of([&] { ts::index(x, {ints({0, 5}).to(kCuda)}); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({0, 5}).to(kCuda)}); });
   EXPECT_TRUE(contains(msg, "index: index 5 is out of bounds for dimension 0 with size 5")) << msg;
-  msg = index_error_of([&] { ts::index(x, {ints({-6}).to(kCuda)}); });
+  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({-6}).to(kCuda)}); });
   EXPECT_TRUE(contains(msg, "index -6 is out of bounds for dimension 0 with size 5")) << msg;
   // The first bad position is reported, then the first index tensor at that position.
-  msg = index_error_of([&] { ts::index(x, {ints({1, 2, 9}).to(kCuda), ints({8, 1, 1}).to(kCuda)}); });
+  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({1, 2, 9}).to(kCuda), ints({8, 1, 1}).to(kCuda)}); });
   EXPECT_TRUE(contains(msg, "index 8 is out of bounds for dimension 1 with size 6")) << msg;
-  msg = index_error_of([&] { ts::index_put(x, {ints({7}).to(kCuda)}, ts::zeros({6}, ts::TensorOptions(ts::kFloat32, kCuda))); });
+  msg = message_of<ts::IndexError>([&] { ts::index_put(x, {ints({7}).to(kCuda)}, ts::zeros({6}, ts::TensorOptions(ts::kFloat32, kCuda))); });
   EXPECT_TRUE(contains(msg, "index_put: index 7 is out of bounds for dimension 0 with size 5")) << msg;
   // Validated even when the result is empty (as the CPU kernel does).
   const ts::Tensor e = ts::zeros({5, 0}, ts::TensorOptions(ts::kFloat32, kCuda));
@@ -269,7 +259,7 @@ TEST(CudaIndex, EmbeddingForwardBackwardMatchesCpu) {
 TEST(CudaIndex, EmbeddingOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor w = test_data({10, 4}, ts::kFloat32).to(kCuda);
-  std::string msg = index_error_of([&] { ts::embedding(w, ints({1, 10, 2}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::embedding(w, ints({1, 10, 2}).to(kCuda)); });
   EXPECT_TRUE(contains(msg, "embedding: index 10 is out of bounds for dimension 0 with size 10")) << msg;
   EXPECT_THROW(ts::embedding(w, ints({-1}, ts::kInt32).to(kCuda)), ts::IndexError);
 }
@@ -300,7 +290,7 @@ TEST(CudaIndex, GatherMatchesCpu) {
 TEST(CudaIndex, GatherOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({4, 5}, ts::kFloat32).to(kCuda);
-  std::string msg = index_error_of([&] { ts::gather(x, 1, ints({0, 1, 5, 2}).reshape({2, 2}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 1, ints({0, 1, 5, 2}).reshape({2, 2}).to(kCuda)); });
   EXPECT_TRUE(contains(msg, "gather: index 5 is out of bounds for dimension 1 with size 5")) << msg;
   EXPECT_THROW(ts::gather(x, 0, ints({-1}).reshape({1, 1}).to(kCuda)), ts::IndexError);
 }
@@ -355,9 +345,9 @@ TEST(CudaIndex, ScatterOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = ts::zeros({4, 5}, ts::TensorOptions(ts::kFloat32, kCuda));
   const ts::Tensor src = ts::ones({4, 5}, ts::TensorOptions(ts::kFloat32, kCuda));
-  std::string msg = index_error_of([&] { ts::scatter(x, 0, ints({0, 1, 4}).reshape({1, 3}).to(kCuda), src); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::scatter(x, 0, ints({0, 1, 4}).reshape({1, 3}).to(kCuda), src); });
   EXPECT_TRUE(contains(msg, "scatter: index 4 is out of bounds for dimension 0 with size 4")) << msg;
-  msg = index_error_of([&] { ts::scatter_add(x, 1, ints({-1}).reshape({1, 1}).to(kCuda), src); });
+  msg = message_of<ts::IndexError>([&] { ts::scatter_add(x, 1, ints({-1}).reshape({1, 1}).to(kCuda), src); });
   EXPECT_TRUE(contains(msg, "scatter_add: index -1 is out of bounds for dimension 1 with size 5")) << msg;
   const ts::Tensor line = ts::zeros({10}, ts::TensorOptions(ts::kFloat32, kCuda));
   const ts::Tensor bad = ints(std::vector<int64_t>(1000, 3)).index_put({ints({700})}, ints({10}));
@@ -423,7 +413,7 @@ TEST(CudaIndex, OneHotMatchesCpu) {
       EXPECT_TRUE(same(ts::one_hot(on_gpu(idx, layout), classes), ts::one_hot(idx, classes))) << layout << " " << classes;
     }
   }
-  std::string msg = index_error_of([&] { ts::one_hot(ints({1, 6, 2}).to(kCuda), 6); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::one_hot(ints({1, 6, 2}).to(kCuda), 6); });
   EXPECT_TRUE(contains(msg, "one_hot: class values must be non-negative and smaller than num_classes (6), got 6")) << msg;
   EXPECT_THROW(ts::one_hot(ints({1, -1}).to(kCuda), -1), ts::IndexError);
   EXPECT_THROW(ts::one_hot(ints({0}).to(kCuda), 0), ts::IndexError);
@@ -483,7 +473,7 @@ TEST(CudaIndexLarge, GatherPast2To31Elements) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(pos.size()));
   const std::vector<int64_t> gv = got.tolist<int64_t>();
   for (size_t i = 0; i < pos.size(); ++i) EXPECT_EQ(gv[i], static_cast<int8_t>(pos[i])) << "position " << pos[i];
-  std::string msg = index_error_of([&] { ts::gather(x, 0, ints({5, kBig}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 0, ints({5, kBig}).to(kCuda)); });
   EXPECT_TRUE(contains(msg, "gather: index " + std::to_string(kBig) + " is out of bounds")) << msg;
 
   const ts::Tensor index = ints({kBig - 1}).to(kCuda).expand({kBig});

@@ -58,16 +58,6 @@ ts::Tensor targets(const ts::Shape& s, int64_t c, uint64_t seed, bool ignore_som
   return t;
 }
 
-template <class Fn>
-std::string index_error_of(Fn&& f) {
-  try {
-    f();
-  } catch (const ts::IndexError& e) {
-    return e.what();
-  }
-  return "(no IndexError)";
-}
-
 // Forward (every reduction) and backward on the GPU against the CPU.
 void check(const ts::Tensor& x, const ts::Tensor& t, const std::optional<ts::Tensor>& w, int64_t ignore, double ls,
            const std::string& what) {
@@ -171,11 +161,11 @@ TEST(CudaLoss, CrossEntropyOutOfRangeTargetRaisesIndexError) {
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16}) {
     const ts::Tensor x = test_data({6, 50257}, dt, 22).to(kCuda);
     // The first bad row is reported, as on the CPU.
-    std::string msg = index_error_of([&] {
+    std::string msg = message_of<ts::IndexError>([&] {
       F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 50257, 3, -2, 5}).to(kCuda));
     });
     EXPECT_NE(msg.find("cross_entropy: Target 50257 is out of bounds."), std::string::npos) << msg;
-    msg = index_error_of([&] { F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 2, 3, -2, 5}).to(kCuda)); });
+    msg = message_of<ts::IndexError>([&] { F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 2, 3, -2, 5}).to(kCuda)); });
     EXPECT_NE(msg.find("cross_entropy: Target -2 is out of bounds."), std::string::npos) << msg;
     // ignore_index is not out of range; anything else negative is.
     EXPECT_NO_THROW(F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, -100, 2, 3, 4, 5}).to(kCuda)));
@@ -233,7 +223,7 @@ TEST(CudaLoss, EmbeddingOutOfRangeIdRaisesIndexError) {
   const ts::Tensor w = test_data({10, 4}, ts::kFloat32, 23).to(kCuda);
   const ts::Tensor ok = ts::tensor(std::vector<int64_t>{1, 9, 0}).to(kCuda);
   EXPECT_TRUE(near(F::embedding(ok, w), F::embedding(ok.cpu(), w.cpu()), tolerance_for(ts::kFloat32)));
-  std::string msg = index_error_of([&] { F::embedding(ts::tensor(std::vector<int64_t>{1, 10, 2}).to(kCuda), w); });
+  std::string msg = message_of<ts::IndexError>([&] { F::embedding(ts::tensor(std::vector<int64_t>{1, 10, 2}).to(kCuda), w); });
   EXPECT_NE(msg.find("embedding: index 10 is out of bounds"), std::string::npos) << msg;
   EXPECT_THROW(F::embedding(ts::tensor(std::vector<int64_t>{-1}).to(kCuda), w), ts::IndexError);
   // The module, with a (B, T) batch of token ids.

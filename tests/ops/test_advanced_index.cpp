@@ -45,15 +45,6 @@ ts::Tensor ref_index_put(const ts::Tensor& x, const Indices& idx, const ts::Tens
   return ref_tensor(out, x.sizes()).to(x.dtype());
 }
 
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

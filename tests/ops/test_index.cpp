@@ -14,16 +14,6 @@ namespace {
 const std::vector<ts::DType> kDTypes = {ts::kFloat32, ts::kFloat16, ts::kBFloat16, ts::kFloat64,
                                         ts::kInt64,   ts::kInt32,   ts::kInt8,     ts::kUInt8, ts::kBool};
 
-// The message of the error `f` raises (empty if it raises nothing or something else).
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
