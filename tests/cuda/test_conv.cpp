@@ -323,9 +323,16 @@ TEST(CudaPool, MaxPoolMatchesCpuWithIndices) {
         EXPECT_TRUE(all_close_scaled(got_idx.cpu(), want_idx, {0, 0}));
         // Backward: the gradient scattered to the argmax (overlapping windows add up).
         ts::Tensor g = test_data(want.sizes(), dt, 31);
-        ts::Tensor dx_want = ts::max_pool2d_backward(g, want_idx, x.sizes());
-        ts::Tensor dx_got = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes());
+        const ts::IntPair stride = c.stride;
+        ts::Tensor dx_want = ts::max_pool2d_backward(g, want_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
+        ts::Tensor dx_got = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
         EXPECT_TRUE(all_close_scaled(dx_got.cpu(), dx_want, tol_k(dt, 4)));
+        // The deterministic gather adds in the CPU's order and rounds once, as the CPU: bitwise equal.
+        const bool was = ts::is_deterministic();
+        ts::set_deterministic(true);
+        ts::Tensor dx_det = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
+        ts::set_deterministic(was);
+        EXPECT_TRUE(all_close_scaled(dx_det.cpu(), dx_want, {0, 0}));
       }
 }
 
@@ -455,6 +462,6 @@ TEST(CudaConv, Errors) {
   EXPECT_THROW(ts::conv2d(x, ts::ones({2, 2, 3, 3}, "cuda")), ts::ShapeError);
   EXPECT_THROW(ts::max_pool2d(x.to(ts::kInt64), 2), ts::DTypeError);
   EXPECT_THROW(ts::max_pool2d_backward(ts::ones({1, 3, 2, 2}, "cuda"), ts::zeros({1, 3, 2, 2}, {ts::kInt64, "cpu"}),
-                                       {1, 3, 5, 5}),
+                                       {1, 3, 5, 5}, 2, 2, 0, 1),
                ts::DeviceError);
 }

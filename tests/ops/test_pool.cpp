@@ -117,7 +117,7 @@ TEST(MaxPool2d, BackwardScattersToTheArgmax) {
     ts::Tensor gd = g.to(dt);
     std::vector<double> want(x.numel(), 0.0), gv = gd.tolist<double>();
     for (int64_t i = 0; i < g.numel(); ++i) want[(i / oplane) * plane + int64_t(iv[i])] += gv[i];
-    ts::Tensor gx = ts::max_pool2d_backward(gd, idx, x.sizes());
+    ts::Tensor gx = ts::max_pool2d_backward(gd, idx, x.sizes(), 3, 1, 1, 1);
     EXPECT_EQ(gx.dtype(), dt);
     EXPECT_TRUE(all_close(gx, conv_ref::from(want, x.sizes()))) << ts::dtype_name(dt);
   }
@@ -238,10 +238,12 @@ TEST(PoolErrors, ShapesValuesDTypesDevices) {
   EXPECT_THROW(ts::adaptive_avg_pool2d(x.to(ts::kBool), 2), ts::DTypeError);
   // Backward ops: mismatched gradient shapes and devices.
   auto [out, idx] = ts::max_pool2d_with_indices(x, 2);
-  EXPECT_THROW(ts::max_pool2d_backward(ts::ones({2, 3, 2, 2}), idx, x.sizes()), ts::ShapeError);
-  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::empty(out.sizes(), {ts::kInt64, "meta"}), x.sizes()), ts::DeviceError);
-  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, -1), x.sizes()), ts::IndexError);
-  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, 36), x.sizes()), ts::IndexError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones({2, 3, 2, 2}), idx, x.sizes(), 2, 2, 0, 1), ts::ShapeError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::empty(out.sizes(), {ts::kInt64, "meta"}), x.sizes(), 2, 2, 0, 1), ts::DeviceError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, -1), x.sizes(), 2, 2, 0, 1), ts::IndexError);
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, 36), x.sizes(), 2, 2, 0, 1), ts::IndexError);
+  // A window that does not give the gradient's size.
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), idx, x.sizes(), 3, 1, 1, 1), ts::ShapeError);
   EXPECT_THROW(ts::avg_pool2d_backward(ts::ones({2, 3, 2, 2}), x.sizes(), 2, 2, 0, false, true), ts::ShapeError);
   EXPECT_THROW(ts::adaptive_avg_pool2d_backward(ts::ones({2, 3, 2, 2}), {2, 4, 6, 6}), ts::ShapeError);
 }
@@ -266,9 +268,9 @@ TEST(PoolChannelsLast, ResultsKeepTheLayoutAndValues) {
     EXPECT_TRUE(all_close(ad, ts::adaptive_avg_pool2d(x, {4, 3}), {0, 0}));
     // Backward ops follow their gradient's layout.
     ts::Tensor g = test_data(m.sizes(), dt, 71);
-    ts::Tensor d = ts::max_pool2d_backward(g.contiguous(cl), idx, x.sizes());
+    ts::Tensor d = ts::max_pool2d_backward(g.contiguous(cl), idx, x.sizes(), 3, 2, 1, 1);
     EXPECT_TRUE(d.is_contiguous(cl) && !d.is_contiguous());
-    EXPECT_TRUE(all_close(d, ts::max_pool2d_backward(g, idx, x.sizes()), {0, 0}));
+    EXPECT_TRUE(all_close(d, ts::max_pool2d_backward(g, idx, x.sizes(), 3, 2, 1, 1), {0, 0}));
     ts::Tensor ga = test_data(a.sizes(), dt, 72);
     ts::Tensor da = ts::avg_pool2d_backward(ga.contiguous(cl), x.sizes(), 3, 2, 1, true, false);
     EXPECT_TRUE(da.is_contiguous(cl) && !da.is_contiguous());
