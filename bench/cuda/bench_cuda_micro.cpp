@@ -386,6 +386,34 @@ void bench_overhead() {
     });
     return Result{ms * 1e3 / 1000, ms, ""};
   });
+  // Diagnostics of the row above (no PyTorch counterpart): the host's share (the loop without the
+  // final synchronization) and the same adds into a preallocated output (no allocator).
+  row("eager_add_1024_x1000_enqueue", "us/op", [] {
+    ts::Tensor x0 = random({1024}, ts::kFloat32), y = random({1024}, ts::kFloat32);
+    std::vector<double> t;
+    for (int r = 0; r < opt.runs; ++r) {
+      ts::Tensor x = x0;
+      ts::cuda::synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 1000; ++i) x = ts::add(x, y);
+      const auto t1 = std::chrono::steady_clock::now();
+      ts::cuda::synchronize();
+      t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    const double ms = median(t);
+    return Result{ms * 1e3 / 1000, ms, ""};
+  });
+  row("eager_add_out_1024_x1000", "us/op", [] {
+    ts::Tensor a = random({1024}, ts::kFloat32), b = random({1024}, ts::kFloat32), y = random({1024}, ts::kFloat32);
+    double ms = wall_ms([&] {
+      for (int i = 0; i < 500; ++i) {
+        ts::add_out(a, y, b);
+        ts::add_out(b, y, a);
+      }
+      ts::cuda::synchronize();
+    });
+    return Result{ms * 1e3 / 1000, ms, ""};
+  });
   row("alloc_free_1MiB", "us/op", [] {
     const int iters = 10000;
     double ms = wall_ms([&] {

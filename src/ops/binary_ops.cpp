@@ -84,9 +84,26 @@ DType binary_compute_dtype(const char* name, BinaryOp op, const Operand& a, cons
   }
 }
 
+// Note [CPU scalars]: as in PyTorch, a 0-dim CPU tensor may meet tensors of another device in a
+// binary op; the op runs on the other operands' device. A number operand of an op on the GPU becomes
+// such a CPU scalar, whose value the GPU kernel takes as a kernel argument (kernels/cuda/elementwise.cuh):
+// no fill kernel, no allocation on the device, no copy before the op.
+bool is_cpu_scalar(const Tensor* t) { return t && t->defined() && t->device().is_cpu() && t->dim() == 0; }
+
+// The device the op runs on: that of the operands which are not CPU scalars (checked to agree, with
+// out), else the CPU.
+Device op_device(const char* name, const Operand& a, const Operand& b, const Tensor* out) {
+  const Tensor* ta = is_cpu_scalar(a.t) && b.t && !b.t->device().is_cpu() ? nullptr : a.t;
+  const Tensor* tb = is_cpu_scalar(b.t) && a.t && !a.t->device().is_cpu() ? nullptr : b.t;
+  check_same_device(name, {ta, tb, out});
+  if (ta) return ta->device();
+  if (tb) return tb->device();
+  return a.t ? a.t->device() : b.t->device();
+}
+
 Tensor as_tensor(const Operand& o, DType dtype, Device device) {
   if (o.t) return cast_to(*o.t, dtype);
-  return scalar_tensor(*o.s, TensorOptions(dtype, device));
+  return scalar_tensor(*o.s, TensorOptions(dtype, device.is_cuda() ? kCPU : device));
 }
 
 // add .. atan2: the ops with a derivative.
@@ -117,8 +134,7 @@ Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operan
     TS_CHECK(!should_record({a.t, b.t, out}), ValueError, name, ": functions with out=... arguments don't support "
              "automatic differentiation, but one of the arguments requires grad.");
   }
-  check_same_device(name, {a.t, b.t, out});
-  const Device device = a.t ? a.t->device() : b.t->device();
+  const Device device = op_device(name, a, b, out);  // Note [CPU scalars]
   const Shape shape = broadcast_shapes(a.t ? a.t->sizes() : Shape{}, b.t ? b.t->sizes() : Shape{}, name);
   const DType common = common_dtype(a, b);
   const DType compute = binary_compute_dtype(name, op, a, b, common, p);

@@ -312,6 +312,38 @@ TEST(CudaBinary, ScalarOperandsAndInPlace) {
   }
 }
 
+// Note [CPU scalars]: a 0-dim CPU tensor meets GPU tensors as in PyTorch; the op runs on the GPU and
+// gradients reach the CPU scalar on the CPU. Any other CPU tensor is a device mismatch.
+TEST(CudaBinary, CpuScalarTensorsMeetGpuTensors) {
+  TS_REQUIRE_GPU();
+  for (ts::DType dt : {ts::kFloat32, ts::kBFloat16, ts::kInt64}) {
+    SCOPED_TRACE(ts::dtype_name(dt));
+    const ts::Tensor a = td({7, 130}, dt, 61);
+    const ts::Tensor s = td({}, dt, 62);
+    for (const GpuLayout& l : gpu_layouts()) {
+      SCOPED_TRACE(l.name);
+      const ts::Tensor g = l.make(a);
+      const ts::Tensor r = ts::mul(g, s);
+      EXPECT_TRUE(r.is_cuda());
+      EXPECT_TRUE(same_as_cpu(r, ts::mul(a, s)));
+      EXPECT_TRUE(same_as_cpu(ts::sub(s, g), ts::sub(s, a)));
+      EXPECT_TRUE(same_as_cpu(ts::maximum(g, s), ts::maximum(a, s)));
+    }
+  }
+  // The gradient of the CPU scalar is summed on the GPU and arrives on the CPU.
+  const ts::Tensor x = td({5, 9}, ts::kFloat32, 63).cuda().requires_grad_();
+  const ts::Tensor w = ts::tensor({1.5}).reshape({}).requires_grad_();
+  (x * w).sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_TRUE(w.grad().device().is_cpu());
+  EXPECT_NEAR(w.grad().item().to_double(), x.detach().sum().item().to_double(), 1e-4);
+  EXPECT_TRUE(all_close(x.grad().cpu(), ts::full({5, 9}, 1.5)));
+  // A 1-element tensor that is not 0-dim, and out= on another device, are still mismatches.
+  EXPECT_THROW(ts::add(x.detach(), ts::ones({1})), ts::DeviceError);
+  ts::Tensor out = ts::empty({5, 9});
+  EXPECT_THROW(ts::add_out(x.detach(), ts::ones({}), out), ts::DeviceError);
+}
+
 TEST(CudaBinary, ComparisonsAndLogical) {
   TS_REQUIRE_GPU();
   const std::vector<std::pair<const char*, BinFn>> ops = {

@@ -1,8 +1,8 @@
 // CUDA binary kernels: arithmetic, the division modes, pow, min/max, fmod/remainder, atan2, bitwise
 // ops and shifts, comparisons and logical ops, with the semantics of the CPU's (kernels/cpu/binary.cpp).
 //
-// a and b arrive in the compute dtype and broadcast to out (a number operand is a 0-dim tensor, which
-// the contiguous path reads once per thread: Note [GPU elementwise paths]); out has that dtype or
+// a and b arrive in the compute dtype and broadcast to out (a number operand is a 0-dim CPU tensor,
+// whose value travels as a kernel argument: Note [CPU scalars]); out has that dtype or
 // bool for the predicates. add/sub (one functor: a + alpha * b, alpha negated for sub), mul and
 // floating div have a functor each (no switch in the loop, kEwHotUnroll vectors per thread); the
 // other ops share one functor per dtype that switches on the uniform op, as do the predicates.
@@ -181,12 +181,15 @@ void binary_cuda(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp o
   CurrentDevice guard(out.device().index());
   const ElementwiseIter it(out, {&a, &b});
   const cudaStream_t stream = stream_of(out);
+  HostScalars host;  // Note [CPU scalars]: numbers travel as kernel arguments
+  if (a.device().is_cpu()) host.set(1, a);
+  if (b.device().is_cpu()) host.set(2, b);
   dispatch_device_dtype(a.dtype(), "binary", [&]<class T>(TypeTag<T>) {
     using A = dacc_t<T>;
     constexpr bool fp = is_floating_v<T>;
     constexpr bool is_bool = std::is_same_v<T, bool>;
     if (is_predicate(op)) {
-      launch_elementwise<1, bool, T, T>(it, BinaryPredicateOp<T>{op}, stream, "binary");
+      launch_elementwise<1, bool, T, T>(it, BinaryPredicateOp<T>{op}, stream, "binary", host);
       return;
     }
     switch (op) {
@@ -200,13 +203,13 @@ void binary_cuda(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp o
           if (op == BinaryOp::Sub) alpha = static_cast<A>(A(0) - alpha);
           f.alpha = alpha;
         }
-        launch_elementwise<kEwHotUnroll, T, T, T>(it, f, stream, op == BinaryOp::Add ? "add" : "sub");
+        launch_elementwise<kEwHotUnroll, T, T, T>(it, f, stream, op == BinaryOp::Add ? "add" : "sub", host);
         return;
       }
-      case BinaryOp::Mul: launch_elementwise<kEwHotUnroll, T, T, T>(it, MulOp<T>{}, stream, "mul"); return;
+      case BinaryOp::Mul: launch_elementwise<kEwHotUnroll, T, T, T>(it, MulOp<T>{}, stream, "mul", host); return;
       case BinaryOp::Div:
         if constexpr (fp) {
-          launch_elementwise<kEwHotUnroll, T, T, T>(it, DivOp<T>{}, stream, "div");
+          launch_elementwise<kEwHotUnroll, T, T, T>(it, DivOp<T>{}, stream, "div", host);
           return;
         }
         break;
@@ -214,19 +217,19 @@ void binary_cuda(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp o
     }
     if constexpr (fp) {
       if (floating_takes(op)) {
-        launch_elementwise<1, T, T, T>(it, BinaryFloatingOp<T>{op}, stream, "binary");
+        launch_elementwise<1, T, T, T>(it, BinaryFloatingOp<T>{op}, stream, "binary", host);
         return;
       }
     } else {
       if (integral_takes(op, is_bool)) {
         if (divides(op)) {
           ZeroDivisionFlag flag(stream);
-          launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, flag.device_ptr()}, stream, "binary");
+          launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, flag.device_ptr()}, stream, "binary", host);
           // Inside a captured CUDA graph the flag cannot come back to the host: the check does not run
           // there (as PyTorch, whose integer division by zero never raises on the GPU).
           if (!stream_is_captured(stream)) flag.check();
         } else {
-          launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, nullptr}, stream, "binary");
+          launch_elementwise<1, T, T, T>(it, BinaryIntegralOp<T>{op, nullptr}, stream, "binary", host);
         }
         return;
       }

@@ -24,6 +24,11 @@
 // Operand 0 is the output; it may be an input itself (in-place ops): every thread reads its own
 // elements before it writes them, and no two threads touch one element, so exact aliasing is safe.
 //
+// Note [CPU scalars] (ops/binary_ops.cpp): an input may be a 0-dim CPU tensor (a number of the op,
+// or a CPU scalar tensor beside GPU tensors, as PyTorch allows). Its caller passes the value in
+// HostScalars; the kernels then read it from their arguments (ScalarArgs) and never dereference the
+// host pointer, so no fill kernel or host-to-device copy precedes the op.
+//
 // Functors are plain structs with `__device__ Out operator()(In...) const`; grid-invariant values
 // (alpha, an op enum, a flag pointer) are their members and travel as kernel arguments. The hot
 // ops (add, mul, gelu, copy) get a functor each, with no switch in the loop; rarer ops share one
@@ -33,6 +38,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -144,11 +150,36 @@ inline bool iter_fits_in_int32(const ElementwiseIter& it, const int64_t* elem_si
 }
 
 // ---- kernel arguments ---------------------------------------------------------------------------
+// Values of the operands that live on the host (Note [CPU scalars]), as raw bits of their dtype.
+struct HostScalars {
+  static constexpr int kMax = 4;
+  bool on[kMax] = {};
+  uint64_t bits[kMax] = {};
+  // Operand t (1-based: 0 is the output) is the one element of the CPU tensor x.
+  void set(int t, const Tensor& x) {
+    on[t] = true;
+    std::memcpy(&bits[t], x.data_ptr(), static_cast<size_t>(x.element_size()));
+  }
+};
+
+template <int NT>
+struct ScalarArgs {
+  uint64_t bits[NT];
+  bool on[NT];
+  template <class T>
+  __device__ __forceinline__ T value(int t) const {
+    T v;
+    memcpy(&v, &bits[t], sizeof(T));
+    return v;
+  }
+};
+
 template <int NT>
 struct ContigArgs {
   char* data[NT];
   bool bcast[NT];  // input with stride 0: one value for every element
   int64_t n;
+  ScalarArgs<NT> host;
 };
 
 template <int NT, class Calc>
@@ -156,6 +187,7 @@ struct StridedArgs {
   char* data[NT];
   int64_t n;
   Calc calc;
+  ScalarArgs<NT> host;
 };
 
 namespace ew_detail {
@@ -222,7 +254,9 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_contig_kernel(ContigAr
   static_for<N>([&](auto ic) {
     constexpr int I = decltype(ic)::value;
     using T = typename TypeAt<I, In...>::type;
-    reg_at<I>(bc)[0] = a.bcast[I + 1] ? *reinterpret_cast<const T*>(a.data[I + 1]) : T();
+    reg_at<I>(bc)[0] = !a.bcast[I + 1]   ? T()
+                       : a.host.on[I + 1] ? a.host.template value<T>(I + 1)
+                                          : *reinterpret_cast<const T*>(a.data[I + 1]);
   });
 
   for (int64_t base = int64_t(blockIdx.x) * kTile; base < a.n; base += int64_t(gridDim.x) * kTile) {
@@ -305,6 +339,12 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_strided_kernel(Strided
     static_for<N>([&](auto ic) {
       constexpr int I = decltype(ic)::value;
       using T = typename TypeAt<I, In...>::type;
+      if (a.host.on[I + 1]) {
+        const T v = a.host.template value<T>(I + 1);
+#pragma unroll
+        for (int u = 0; u < U; ++u) reg_at<I>(r)[u] = v;
+        return;
+      }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t i = base + u * kEwThreads + threadIdx.x;
@@ -330,13 +370,21 @@ inline unsigned ew_grid(int64_t n, int64_t tile) {
 // In...) on `stream`, through the path of Note [GPU elementwise paths]. U is the number of vectors
 // (or strided elements) per thread and operand: kEwHotUnroll for the hot ops, 1 or 2 for ops whose
 // functor switches on an op (fewer inlined copies of the switch). `op` names the op in errors.
+// `host` holds the inputs that are CPU scalars (Note [CPU scalars]).
 template <int U, class Out, class... In, class F>
-void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stream, const char* op) {
+void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stream, const char* op,
+                        const HostScalars& host = {}) {
   constexpr int NT = 1 + sizeof...(In);
   constexpr int64_t esize[NT] = {static_cast<int64_t>(sizeof(Out)), static_cast<int64_t>(sizeof(In))...};
   constexpr int64_t kWidest = std::max({static_cast<int64_t>(sizeof(Out)), static_cast<int64_t>(sizeof(In))...});
   constexpr int V = static_cast<int>(16 / kWidest);
   static_assert(V >= 1 && 16 % kWidest == 0, "element sizes must divide 16 bytes");
+  static_assert(NT <= HostScalars::kMax, "at most three inputs");
+  ScalarArgs<NT> sc{};
+  for (int t = 0; t < NT; ++t) {
+    sc.on[t] = t > 0 && host.on[t];
+    sc.bits[t] = host.bits[t];
+  }
   // At most 16 elements per thread on the vector path: each unpacked element takes a register, and
   // 1- and 2-byte types at U full vectors would cost occupancy (Note [GPU elementwise paths]).
   constexpr int UV = std::min(U, std::max(1, 16 / V));
@@ -348,10 +396,11 @@ void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stre
   bool contig = it.ndim() <= 1;
   ContigArgs<NT> c{};
   c.n = n;
+  c.host = sc;
   for (int t = 0; t < NT; ++t) {
     c.data[t] = it.data(t);
-    c.bcast[t] = false;
-    if (contig && it.ndim() == 1) {
+    c.bcast[t] = sc.on[t];  // a host scalar is read from the arguments, whatever the iteration space
+    if (contig && it.ndim() == 1 && !sc.on[t]) {
       const int64_t s = it.byte_stride(t, 0);
       if (s == 0 && t > 0) c.bcast[t] = true;
       else if (s != esize[t]) contig = false;
@@ -375,6 +424,7 @@ void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stre
   if (iter_fits_in_int32(it, esize)) {
     StridedArgs<NT, OffsetCalc32<NT>> s{};
     s.n = n;
+    s.host = sc;
     s.calc.ndim = it.ndim();
     for (int t = 0; t < NT; ++t) s.data[t] = it.data(t);
     for (int d = 0; d < it.ndim(); ++d) {
@@ -386,6 +436,7 @@ void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stre
   } else {
     StridedArgs<NT, OffsetCalc64<NT>> s{};
     s.n = n;
+    s.host = sc;
     s.calc.ndim = it.ndim();
     for (int t = 0; t < NT; ++t) s.data[t] = it.data(t);
     for (int d = 0; d < it.ndim(); ++d) {

@@ -2,9 +2,10 @@
 // (ops/norm_kernel.h, Note [Norm rows]). x, dy, y, dx are contiguous (M, N) of one floating dtype T;
 // weight / bias (N) of T or absent; mean / rstd (M) in A = float (double for float64).
 //
-// Math as the CPU kernel (kernels/cpu/norm.cpp): mean = x0 + sum(x - x0) / N (summed around the row's
-// first element), var = sum((x - mean)^2) / N (second pass, from registers), rstd = 1 / sqrt(var +
-// eps); RMS norm: mean = 0. Precise sqrtf / division (no fast math). Sums combine in a fixed order
+// Math as the CPU kernel (kernels/cpu/norm.cpp) up to rounding: mean and var = sum((x - mean)^2) / N,
+// rstd = 1 / sqrt(var + eps); RMS norm: mean = 0. The register forward merges per-thread moments
+// (Chan's formula, as PyTorch's Welford); the looped kernels sum around the row's first element and
+// take the centred squares in a second pass. Precise sqrtf / division (no fast math). Sums combine in a fixed order
 // (warp butterfly, then the warps of a row in index order), so a run is reproducible.
 //
 // Rows map to a block (TX, TY): TX threads (a multiple of 32, at most 512) per row, TY rows per block
@@ -140,11 +141,48 @@ __device__ __forceinline__ void store_slot(T* __restrict__ row, int s, int n, bo
 
 // ---- forward ---------------------------------------------------------------------------------------
 
-// Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V.
+// Row statistics as (count, mean, M2 = sum of squared deviations); Chan et al.'s merge of two parts.
+template <class A>
+struct Moments {
+  A n, mean, m2;
+};
+struct MergeMoments {
+  template <class A>
+  __device__ __forceinline__ Moments<A> operator()(Moments<A> a, Moments<A> b) const {
+    const A n = a.n + b.n;
+    if (n == A(0)) return a;
+    const A d = b.mean - a.mean, fb = b.n / n;
+    return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
+  }
+};
+
+// Merges each thread's moments over the TX threads of its row (warp butterfly, then the row's warps in
+// index order: a fixed order); every thread of the row gets the row's moments. Every thread of the
+// block must call it. smem holds 32 Moments.
+template <class A>
+__device__ __forceinline__ Moments<A> row_allreduce_moments(Moments<A> v, Moments<A>* smem) {
+  v = butterfly(v, 32, MergeMoments{});
+  const int nw = blockDim.x >> 5;
+  if (nw == 1) return v;
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) smem[warp] = v;
+  __syncthreads();
+  const int first = threadIdx.y * nw;
+  Moments<A> r = smem[first];
+  for (int w = 1; w < nw; ++w) r = MergeMoments{}(r, smem[first + w]);
+  return r;
+}
+
+// Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V. The weight and bias
+// slots are loaded (raw, 16 bytes each) before the row's reduction, so their latency hides behind it;
+// layer norm takes mean and variance from one merge of per-thread moments (two-pass within a thread,
+// Chan's formula across threads), RMS norm from one sum of squares.
 template <class T, int K>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
+  __shared__ Moments<A> smem_m[32];
   __shared__ A smem[64];
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
@@ -160,30 +198,52 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
     A v[K][V];
 #pragma unroll
     for (int k = 0; k < K; ++k) load_slot<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
-    A mu = 0;
+    // Weight and bias, raw (vector path), in flight during the reduction.
+    Vec<T, V> wr[K], br[K];
+    if (p.vec && active) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int e0 = (tx + k * TX) * V;
+        if (e0 < n) {
+          if (w) wr[k] = *reinterpret_cast<const Vec<T, V>*>(w + e0);
+          if (b) br[k] = *reinterpret_cast<const Vec<T, V>*>(b + e0);
+        }
+      }
+    }
+    A mu = 0, var = 0;
     if (!p.rms) {
-      const A shift = active && n > 0 ? load_acc(xr[0]) : A(0);
-      A s[1] = {0};
+      Moments<A> m{0, 0, 0};
 #pragma unroll
       for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
-      row_allreduce(s, smem);
-      mu = shift + s[0] / nn;
+          if ((tx + k * TX) * V + j < n) {
+            m.n += A(1);
+            m.mean += v[k][j];
+          }
+      if (m.n > A(0)) m.mean /= m.n;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if ((tx + k * TX) * V + j < n) {
+            const A d = v[k][j] - m.mean;
+            m.m2 += d * d;
+          }
+      m = row_allreduce_moments(m, smem_m);
+      mu = n > 0 ? m.mean : A(0) / nn;
+      var = m.m2 / nn;
+    } else {
+      A q[1] = {0};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if ((tx + k * TX) * V + j < n) q[0] += v[k][j] * v[k][j];
+      row_allreduce(q, smem);
+      var = q[0] / nn;
     }
-    A q[1] = {0};
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if ((tx + k * TX) * V + j < n) {
-          const A d = v[k][j] - mu;
-          q[0] += d * d;
-        }
-      }
-    row_allreduce(q, smem);
-    const A rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
+    const A rs = A(1) / dev_sqrt(var + static_cast<A>(p.eps));
     if (!active) continue;  // no barrier below
     if (tx == 0) {
       if (p.mean) static_cast<A*>(p.mean)[row] = mu;
@@ -195,8 +255,16 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
       const int s = tx + k * TX;
       if (s * V >= n) continue;
       A wv[V], bv[V];
-      load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
-      load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
+      if (p.vec) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          wv[j] = w ? load_acc(wr[k].v[j]) : A(1);
+          bv[j] = b ? load_acc(br[k].v[j]) : A(0);
+        }
+      } else {
+        load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
+        load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
+      }
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         A o = (v[k][j] - mu) * rs;
