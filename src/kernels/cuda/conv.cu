@@ -5,8 +5,8 @@
 //   conv2d_input_backward_kernel dy, w -> dx (conv_transpose2d's forward)
 //   conv2d_weight_backward_kernel dy, x -> dw
 // Groups, stride, padding and dilation map onto one convolution descriptor. A 1x1 convolution with
-// padding 0 and one group runs as a cuBLASLt GEMM instead where its operands allow (conv_gemm.h); the
-// rest of this file is the cuDNN path, which takes every other case.
+// padding 0, stride 1 and one group runs as a cuBLASLt GEMM instead where its operands are matrices
+// (conv_gemm.h); the rest of this file is the cuDNN path, which takes every other case.
 //
 // Layout: cuDNN runs in NHWC when any tensor of the call is channels-last (Note [Channels-last
 // outputs]; the ops then allocate the result channels-last too) and the dtype is not float64 (cuDNN

@@ -14,13 +14,20 @@
 // copies such inputs anyway, runs. The weight gradient sums over the batch, so it takes the one-GEMM
 // form only (an NCHW grad with N > 1 goes to cuDNN).
 //
-// Stride s > 1 (ResNet's downsampling shortcut): the forward reads the positions (h*s, w*s) only;
-// they are gathered into a dense copy first (a quarter of the input at s = 2: one strided read and one
-// write of it, against the GEMM's K/C-times larger traffic and its arithmetic), so that the GEMM stays
-// one large product rather than a batch of (OW x C) products with a step in the rows. The weight
-// gradient gathers x likewise. The input gradient computes dY @ W into a dense (N, C, gh, gw) buffer
-// and scatters it onto zeros at the strided positions (the same scatter covers a grad smaller than the
-// full conv2d output: conv_transpose2d with output_padding, or a cut weight gradient).
+// A grad smaller than the full conv2d output (conv_transpose2d with output_padding, a cut weight
+// gradient): the input gradient computes dY @ W into a dense (N, C, gh, gw) buffer and scatters it
+// onto zeros; the weight gradient gathers the positions of x that grad covers into a dense copy.
+//
+// Stride s > 1 (ResNet's downsampling shortcut) runs the same way when kConv1x1GemmStrided is set: the
+// forward and the weight gradient gather x's positions (h*s, w*s) into a dense copy (strided reads
+// would make the GEMM a batch of (OW x C) products with a step in the rows), the input gradient
+// scatters onto zeros. It is off: at s = 2 the traffic beyond reading and writing in place (two
+// gathers of a quarter of x, and for dX a buffer written and read before the scatter onto zeros: about
+// 7 M*C elements for M output positions) costs, at the H200's ~4 TB/s against ~600 TFLOP/s of bfloat16
+// GEMM, about 350 / K of the three GEMMs' time: two thirds again at ResNet-50's K = 512 (layer2's
+// shortcut, where cuDNN already runs at PyTorch's speed), a sixth at K = 2048. cuDNN's implicit GEMM
+// reads the strided positions in place and keeps those layers (an estimate, to measure on the GPU
+// with the flag set).
 //
 // Types: float16 / bfloat16 (float accumulation, one rounding on store), float64, and float32 where
 // cuda::allow_tf32() (what gemm_lt reads) agrees with cuda::cudnn_allow_tf32() (what a convolution
@@ -58,10 +65,11 @@ bool dtype_taken(DType dt) {
   }
 }
 
-// A 1x1 kernel, no padding, one group; stride and dilation are free.
+// A 1x1 kernel, no padding, one group, stride 1 (any with kConv1x1GemmStrided); dilation is free.
 bool geometry_taken(const ConvGeometry& g, DType dt) {
-  return g.kernel_h == 1 && g.kernel_w == 1 && g.pad_h == 0 && g.pad_w == 0 && g.groups == 1 && g.stride_h >= 1 &&
-         g.stride_w >= 1 && dtype_taken(dt);
+  const bool stride_ok = kConv1x1GemmStrided ? g.stride_h >= 1 && g.stride_w >= 1 : g.stride_h == 1 && g.stride_w == 1;
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.pad_h == 0 && g.pad_w == 0 && g.groups == 1 && stride_ok &&
+         dtype_taken(dt);
 }
 
 bool below_2e31(std::initializer_list<const Tensor*> ts) {

@@ -1,6 +1,6 @@
 // 1x1 convolutions as cuBLASLt GEMMs (conv_gemm.cu): the path the CUDA conv slots (conv.cu) try before
-// cuDNN for a 1x1 kernel with padding 0 and one group (any stride, any dilation: a 1x1 kernel has no
-// taps to dilate). Each entry takes the slot's arguments (ops/conv_kernel.h) and returns false, having
+// cuDNN for a 1x1 kernel with padding 0, stride 1 and one group (any dilation: a 1x1 kernel has no taps
+// to dilate). Each entry takes the slot's arguments (ops/conv_kernel.h) and returns false, having
 // written nothing, where the path does not apply (the caller then runs cuDNN); the caller has checked
 // the devices and made out's device current.
 #pragma once
@@ -8,6 +8,10 @@
 #include "tessera/tensor.h"
 
 namespace tessera::cuda {
+
+// Whether strides > 1 take the GEMM path too, through a gather of the strided positions (conv_gemm.cu
+// says why they do not).
+inline constexpr bool kConv1x1GemmStrided = false;
 
 // out (N, K, OH, OW) = conv2d(x (N, C, H, W), w (K, C, 1, 1)) + bias (K).
 bool conv1x1_forward_gemm(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias,
