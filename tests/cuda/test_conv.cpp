@@ -3,12 +3,16 @@
 // groups, dilation, stride, padding and bias, in every floating dtype (float32 with cuDNN's TF32 off,
 // at float32 tolerance), NCHW and channels-last (results channels-last too), mixed layouts; max / avg /
 // adaptive-avg pooling forward and backward with overlapping windows, ceil_mode, padding, NaN; the
-// autograd path end to end; batches past 2^31 elements; errors.
+// autograd path end to end; batches past 2^31 elements; errors. 1x1 convolutions (cuBLASLt GEMMs) in
+// every floating dtype, both layouts, strides, odd sizes, view inputs, and the GEMM path taken or declined.
 #include <cmath>
 #include <limits>
 
 #include "common/test_util.h"
 #include "ops/conv_ops.h"
+#if defined(TESSERA_WITH_CUDA)
+#include "kernels/cuda/conv_gemm.h"
+#endif
 
 namespace ts = tessera;
 using namespace tessera::testing;
@@ -465,3 +469,246 @@ TEST(CudaConv, Errors) {
                                        {1, 3, 5, 5}, 2, 2, 0, 1),
                ts::DeviceError);
 }
+
+// ---- 1x1 convolutions as cuBLASLt GEMMs (kernels/cuda/conv_gemm.h) ------------------------------------
+namespace {
+
+struct Conv1x1Case {
+  int64_t n, cin, h, w, cout;
+  ts::IntPair stride, dil;
+};
+
+// Odd channel counts and position counts (N*H*W not a multiple of 8: leading dims cuBLASLt may take
+// only with its unaligned kernels), N == 1 and H = W = 1 (NCHW is a matrix too), strides, dilation.
+std::vector<Conv1x1Case> conv1x1_cases() {
+  return {
+      {3, 8, 6, 7, 16, {1, 1}, {1, 1}},
+      {2, 3, 5, 3, 5, {1, 1}, {1, 1}},    // C=3, K=5, N*H*W = 30
+      {1, 3, 7, 5, 5, {1, 1}, {1, 1}},    // N == 1
+      {5, 6, 1, 1, 7, {1, 1}, {1, 1}},    // H = W = 1
+      {2, 16, 9, 8, 24, {2, 2}, {1, 1}},  // stride 2, odd height
+      {3, 5, 7, 6, 3, {2, 3}, {1, 1}},    // unequal strides, odd sizes
+      {2, 4, 5, 5, 6, {1, 1}, {2, 3}},    // dilation (no effect on a 1x1 kernel)
+      {2, 64, 14, 14, 32, {1, 1}, {1, 1}},
+  };
+}
+
+std::string conv1x1_name(const Conv1x1Case& c, ts::DType dt, bool cl) {
+  return std::string(dtype_name(dt)) + (cl ? " channels_last" : " nchw") + " N" + std::to_string(c.n) + " C" +
+         std::to_string(c.cin) + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " O" +
+         std::to_string(c.cout) + " stride " + std::to_string(c.stride.h) + "," + std::to_string(c.stride.w);
+}
+
+class AllowTf32Scope {
+ public:
+  explicit AllowTf32Scope(bool on) : prev_(ts::cuda::allow_tf32()) { ts::cuda::set_allow_tf32(on); }
+  ~AllowTf32Scope() { ts::cuda::set_allow_tf32(prev_); }
+
+ private:
+  bool prev_;
+};
+
+}  // namespace
+
+TEST(CudaConv1x1, ForwardInputAndWeightGradientsMatchCpu) {
+  TS_REQUIRE_GPU();
+  CudnnTf32Scope tf32(false);  // float32 takes the GEMM path only where both TF32 switches agree
+  AllowTf32Scope matmul_tf32(false);
+  for (const Conv1x1Case& c : conv1x1_cases())
+    for (ts::DType dt : float_dtypes())
+      for (bool cl : {false, true}) {
+        SCOPED_TRACE(conv1x1_name(c, dt, cl));
+        ts::Tensor x = test_data({c.n, c.cin, c.h, c.w}, dt, 50);
+        ts::Tensor w = test_data({c.cout, c.cin, 1, 1}, dt, 51);
+        ts::Tensor b = test_data({c.cout}, dt, 52);
+        // forward, with and without bias
+        ts::Tensor want = ts::conv2d(x, w, b, c.stride, 0, c.dil);
+        ts::Tensor got = ts::conv2d(gpu(x, cl), gpu(w, cl), gpu(b), c.stride, 0, c.dil);
+        EXPECT_EQ(got.sizes(), want.sizes());
+        if (cl) {
+          EXPECT_TRUE(got.is_contiguous(kCL));
+        }
+        EXPECT_TRUE(all_close_scaled(got.cpu(), want, tol_k(dt, c.cin)));
+        EXPECT_TRUE(all_close_scaled(ts::conv2d(gpu(x, cl), gpu(w, cl), std::nullopt, c.stride, 0, c.dil).cpu(),
+                                     ts::conv2d(x, w, std::nullopt, c.stride, 0, c.dil), tol_k(dt, c.cin)));
+        // input gradient (conv_transpose2d), with a bias over the input channels; with output_padding
+        // where the stride or dilation allows one (the product then lands on part of the image).
+        ts::Tensor g = test_data(want.sizes(), dt, 53);
+        ts::Tensor bi = test_data({c.cin}, dt, 54);
+        for (int64_t op : {0, 1}) {
+          const ts::IntPair out_pad{std::min<int64_t>(op, std::max(c.stride.h, c.dil.h) - 1),
+                                    std::min<int64_t>(op, std::max(c.stride.w, c.dil.w) - 1)};
+          if (op == 1 && out_pad.h == 0 && out_pad.w == 0) continue;
+          SCOPED_TRACE("output_padding " + std::to_string(out_pad.h) + "," + std::to_string(out_pad.w));
+          ts::Tensor dx_want = ts::conv_transpose2d(g, w, bi, c.stride, 0, out_pad, 1, c.dil);
+          ts::Tensor dx = ts::conv_transpose2d(gpu(g, cl), gpu(w, cl), gpu(bi), c.stride, 0, out_pad, 1, c.dil);
+          EXPECT_EQ(dx.sizes(), dx_want.sizes());
+          if (cl) {
+            EXPECT_TRUE(dx.is_contiguous(kCL));
+          }
+          EXPECT_TRUE(all_close_scaled(dx.cpu(), dx_want, tol_k(dt, c.cout)));
+        }
+        // weight gradient, over the whole grad and over its leading rows / columns only
+        const int64_t positions = c.n * want.size(2) * want.size(3);
+        ts::Tensor dw_want = ts::conv2d_backward_weight(g, x, {1, 1}, c.stride, 0, c.dil, 1);
+        ts::Tensor dw = ts::conv2d_backward_weight(gpu(g, cl), gpu(x, cl), {1, 1}, c.stride, 0, c.dil, 1);
+        EXPECT_EQ(dw.sizes(), dw_want.sizes());
+        EXPECT_TRUE(all_close_scaled(dw.cpu(), dw_want, tol_k(dt, positions)));
+        if (want.size(2) > 1 && want.size(3) > 1) {
+          ts::Tensor gc = g.narrow(2, 0, want.size(2) - 1).narrow(3, 0, want.size(3) - 1);
+          ts::Tensor dwc_want = ts::conv2d_backward_weight(gc, x, {1, 1}, c.stride, 0, c.dil, 1);
+          ts::Tensor dwc =
+              ts::conv2d_backward_weight(gpu(gc.contiguous(), cl), gpu(x, cl), {1, 1}, c.stride, 0, c.dil, 1);
+          EXPECT_TRUE(all_close_scaled(dwc.cpu(), dwc_want, tol_k(dt, positions)));
+        }
+      }
+}
+
+TEST(CudaConv1x1, MixedAndViewLayoutsMatchCpu) {
+  TS_REQUIRE_GPU();
+  CudnnTf32Scope tf32(false);
+  AllowTf32Scope matmul_tf32(false);
+  for (ts::DType dt : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(dt));
+    ts::Tensor x = test_data({3, 6, 5, 7}, dt, 55), w = test_data({9, 6, 1, 1}, dt, 56), b = test_data({9}, dt, 57);
+    ts::Tensor want = ts::conv2d(x, w, b);
+    // An NCHW input with a channels-last weight: a channels-last result, one GEMM per sample.
+    ts::Tensor y1 = ts::conv2d(gpu(x), gpu(w, true), gpu(b));
+    EXPECT_TRUE(y1.is_contiguous(kCL));
+    EXPECT_TRUE(all_close_scaled(y1.cpu(), want, tol_k(dt, 6)));
+    // Every other sample of a larger batch (a batch step) and an H <-> W transposed view.
+    ts::Tensor big = ts::zeros({6, 6, 5, 7}, {dt, "cuda"});
+    big.slice(0, 0, std::nullopt, 2).copy_(gpu(x));
+    EXPECT_TRUE(all_close_scaled(ts::conv2d(big.slice(0, 0, std::nullopt, 2), gpu(w), gpu(b)).cpu(), want,
+                                 tol_k(dt, 6)));
+    ts::Tensor xt = gpu(x.transpose(2, 3).contiguous()).transpose(2, 3);
+    EXPECT_TRUE(all_close_scaled(ts::conv2d(xt, gpu(w), gpu(b)).cpu(), want, tol_k(dt, 6)));
+    // A channel slice of a channels-last tensor (channel stride 1, position stride 2C) and a
+    // non-contiguous bias and weight.
+    ts::Tensor wide = gpu(ts::cat({x, x}, 1), true);
+    ts::Tensor b2 = gpu(ts::stack({b, b}, 1)).select(1, 0);
+    ts::Tensor w2 = gpu(ts::cat({w, w}, 1)).narrow(1, 0, 6);
+    EXPECT_TRUE(all_close_scaled(ts::conv2d(wide.narrow(1, 0, 6), w2, b2).cpu(), want, tol_k(dt, 6)));
+    // Weight gradients: NCHW with N > 1 (cuDNN), mixed layouts, and a channel slice.
+    ts::Tensor g = test_data(want.sizes(), dt, 58);
+    ts::Tensor dw_want = ts::conv2d_backward_weight(g, x, {1, 1}, 1, 0, 1, 1);
+    EXPECT_TRUE(all_close_scaled(ts::conv2d_backward_weight(gpu(g), gpu(x), {1, 1}, 1, 0, 1, 1).cpu(), dw_want,
+                                 tol_k(dt, 105)));
+    EXPECT_TRUE(all_close_scaled(ts::conv2d_backward_weight(gpu(g, true), gpu(x), {1, 1}, 1, 0, 1, 1).cpu(), dw_want,
+                                 tol_k(dt, 105)));
+    EXPECT_TRUE(all_close_scaled(
+        ts::conv2d_backward_weight(gpu(g, true), wide.narrow(1, 0, 6), {1, 1}, 1, 0, 1, 1).cpu(), dw_want,
+        tol_k(dt, 105)));
+    // Input gradient of an NCHW grad with a channels-last weight.
+    EXPECT_TRUE(all_close_scaled(ts::conv_transpose2d(gpu(g), gpu(w, true), gpu(test_data({6}, dt, 59))).cpu(),
+                                 ts::conv_transpose2d(g, w, test_data({6}, dt, 59)), tol_k(dt, 9)));
+  }
+}
+
+TEST(CudaConv1x1, DeterministicRunsAreBitwiseEqual) {
+  TS_REQUIRE_GPU();
+  const bool was = ts::is_deterministic();
+  ts::set_deterministic(true);
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat16}) {
+    ts::Tensor x = gpu(test_data({8, 64, 14, 14}, dt, 60), true), w = gpu(test_data({128, 64, 1, 1}, dt, 61), true);
+    ts::Tensor g = gpu(test_data({8, 128, 14, 14}, dt, 62), true);
+    ts::Tensor y0 = ts::conv2d(x, w), y1 = ts::conv2d(x, w);
+    ts::Tensor d0 = ts::conv2d_backward_weight(g, x, {1, 1}, 1, 0, 1, 1);
+    ts::Tensor d1 = ts::conv2d_backward_weight(g, x, {1, 1}, 1, 0, 1, 1);
+    EXPECT_TRUE(all_close(y0.cpu(), y1.cpu(), {0, 0}));
+    EXPECT_TRUE(all_close(d0.cpu(), d1.cpu(), {0, 0}));
+  }
+  ts::set_deterministic(was);
+}
+
+TEST(CudaConv1x1, Float32WithTf32OnIsCloseAtOnePercent) {
+  TS_REQUIRE_GPU();
+  CudnnTf32Scope tf32(true);
+  AllowTf32Scope matmul_tf32(true);
+  ts::Tensor x = test_data({4, 96, 10, 10}, ts::kFloat32, 63), w = test_data({64, 96, 1, 1}, ts::kFloat32, 64);
+  ts::Tensor want = ts::conv2d(x.to(ts::kFloat64), w.to(ts::kFloat64));
+  EXPECT_TRUE(all_close_scaled(ts::conv2d(gpu(x, true), gpu(w, true)).cpu(), want, {1e-2, 1e-2 * std::sqrt(96.0)}));
+}
+
+#if defined(TESSERA_WITH_CUDA)
+// The GEMM path itself: taken where it should be (a path that silently declined would still pass the
+// tests above through cuDNN), declined where it must be.
+TEST(CudaConv1x1, GemmPathIsTakenForMatricesAndDeclinedOtherwise) {
+  TS_REQUIRE_GPU();
+  CudnnTf32Scope tf32(false);
+  AllowTf32Scope matmul_tf32(false);
+  auto geometry = [](const ts::Tensor& x, int64_t k, int64_t kernel, int64_t stride, int64_t pad, int64_t groups) {
+    ts::ConvGeometry g;
+    g.batch = x.size(0);
+    g.groups = groups;
+    g.in_channels = x.size(1);
+    g.in_h = x.size(2);
+    g.in_w = x.size(3);
+    g.out_channels = k;
+    g.kernel_h = g.kernel_w = kernel;
+    g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = pad;
+    g.out_h = (g.in_h + 2 * pad - kernel) / stride + 1;
+    g.out_w = (g.in_w + 2 * pad - kernel) / stride + 1;
+    return g;
+  };
+  struct PathCase {
+    ts::DType dt;
+    bool cl;
+    int64_t n, stride;
+  };
+  for (const PathCase& pc : std::vector<PathCase>{{ts::kBFloat16, true, 3, 1},
+                                                 {ts::kFloat16, true, 2, 2},
+                                                 {ts::kFloat32, false, 1, 1},
+                                                 {ts::kFloat64, false, 3, 1},   // NCHW: one GEMM per sample
+                                                 {ts::kBFloat16, false, 3, 2}}) {
+    SCOPED_TRACE(std::string(dtype_name(pc.dt)) + (pc.cl ? " channels_last" : " nchw") + " N" +
+                 std::to_string(pc.n) + " stride " + std::to_string(pc.stride));
+    ts::Tensor x = test_data({pc.n, 12, 7, 9}, pc.dt, 65), w = test_data({10, 12, 1, 1}, pc.dt, 66);
+    ts::Tensor b = test_data({10}, pc.dt, 67);
+    const ts::ConvGeometry g = geometry(x, 10, 1, pc.stride, 0, 1);
+    const ts::MemoryFormat f = pc.cl ? kCL : ts::MemoryFormat::Contiguous;
+    ts::Tensor y = ts::zeros({pc.n, 10, g.out_h, g.out_w}, {pc.dt, "cuda"}).contiguous(f);
+    // Strides > 1 stay on cuDNN unless the strided gather is switched on.
+    const bool taken = pc.stride == 1 || ts::cuda::kConv1x1GemmStrided;
+    ASSERT_EQ(ts::cuda::conv1x1_forward_gemm(y, gpu(x, pc.cl), gpu(w, pc.cl), gpu(b), g), taken);
+    if (taken) {
+      EXPECT_TRUE(all_close_scaled(y.cpu(), ts::conv2d(x, w, b, pc.stride), tol_k(pc.dt, 12)));
+    }
+    ts::Tensor gy = test_data(y.sizes(), pc.dt, 68);
+    ts::Tensor dx = ts::zeros(x.sizes(), {pc.dt, "cuda"}).contiguous(f);
+    ASSERT_EQ(ts::cuda::conv1x1_input_backward_gemm(dx, gpu(gy, pc.cl), gpu(w, pc.cl), ts::Tensor(), g), taken);
+    if (taken) {
+      EXPECT_TRUE(
+          all_close_scaled(dx.cpu(), ts::conv_transpose2d(gy, w, std::nullopt, pc.stride), tol_k(pc.dt, 10)));
+    }
+    ts::Tensor dw = ts::zeros(w.sizes(), {pc.dt, "cuda"}).contiguous(f);
+    // The weight gradient sums over the batch: an NCHW grad with N > 1 is not one matrix.
+    const bool one_matrix = taken && (pc.cl || pc.n == 1);
+    EXPECT_EQ(ts::cuda::conv1x1_weight_backward_gemm(dw, gpu(gy, pc.cl), gpu(x, pc.cl), g), one_matrix);
+    if (one_matrix) {
+      EXPECT_TRUE(all_close_scaled(dw.cpu(), ts::conv2d_backward_weight(gy, x, {1, 1}, pc.stride, 0, 1, 1),
+                                   tol_k(pc.dt, pc.n * g.out_h * g.out_w)));
+    }
+  }
+  // Declined: a 3x3 kernel, padding, groups, float32 where the two TF32 switches disagree, an input
+  // whose (h, w) do not fold into one stride.
+  ts::Tensor x = gpu(test_data({2, 8, 6, 6}, ts::kBFloat16, 69), true);
+  ts::Tensor y = ts::zeros({2, 4, 6, 6}, {ts::kBFloat16, "cuda"}).contiguous(kCL);
+  ts::Tensor w1 = gpu(test_data({4, 8, 1, 1}, ts::kBFloat16, 70));
+  EXPECT_FALSE(ts::cuda::conv1x1_forward_gemm(y, x, gpu(test_data({4, 8, 3, 3}, ts::kBFloat16, 71)), ts::Tensor(),
+                                              geometry(x, 4, 3, 1, 1, 1)));
+  ts::ConvGeometry padded = geometry(x, 4, 1, 1, 1, 1);
+  ts::Tensor yp = ts::zeros({2, 4, 8, 8}, {ts::kBFloat16, "cuda"}).contiguous(kCL);
+  EXPECT_FALSE(ts::cuda::conv1x1_forward_gemm(yp, x, w1, ts::Tensor(), padded));
+  EXPECT_FALSE(ts::cuda::conv1x1_forward_gemm(y, x, gpu(test_data({4, 4, 1, 1}, ts::kBFloat16, 72)), ts::Tensor(),
+                                              geometry(x, 4, 1, 1, 0, 2)));
+  {
+    CudnnTf32Scope on(true);
+    ts::Tensor x32 = x.to(ts::kFloat32), y32 = y.to(ts::kFloat32);
+    EXPECT_FALSE(ts::cuda::conv1x1_forward_gemm(y32, x32, w1.to(ts::kFloat32), ts::Tensor(), geometry(x, 4, 1, 1, 0, 1)));
+  }
+  ts::Tensor xt = gpu(test_data({2, 8, 6, 6}, ts::kBFloat16, 73)).transpose(2, 3);
+  EXPECT_FALSE(ts::cuda::conv1x1_forward_gemm(y, xt, w1, ts::Tensor(), geometry(x, 4, 1, 1, 0, 1)));
+}
+#endif

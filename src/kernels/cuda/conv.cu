@@ -4,7 +4,9 @@
 //   conv2d_forward_kernel        x (N, C_in, H, W), w (C_out, C_in/G, KH, KW) -> y (N, C_out, OH, OW)
 //   conv2d_input_backward_kernel dy, w -> dx (conv_transpose2d's forward)
 //   conv2d_weight_backward_kernel dy, x -> dw
-// Groups, stride, padding and dilation map onto one convolution descriptor.
+// Groups, stride, padding and dilation map onto one convolution descriptor. A 1x1 convolution with
+// padding 0, stride 1 and one group runs as a cuBLASLt GEMM instead where its operands are matrices
+// (conv_gemm.h); the rest of this file is the cuDNN path, which takes every other case.
 //
 // Layout: cuDNN runs in NHWC when any tensor of the call is channels-last (Note [Channels-last
 // outputs]; the ops then allocate the result channels-last too) and the dtype is not float64 (cuDNN
@@ -38,6 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/conv_gemm.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudnn_handle.h"
@@ -529,6 +532,7 @@ void conv2d_forward_cuda(const Tensor& out, const Tensor& x, const Tensor& w, co
   check_devices("conv2d", {&out, &x, &w, &bias});
   if (out.numel() == 0) return;
   CurrentDevice guard(out.device().index());
+  if (conv1x1_forward_gemm(out, x, w, bias, g)) return;  // 1x1: a cuBLASLt GEMM (conv_gemm.h)
   const bool nhwc = prefer_nhwc(out.dtype(), {&out, &x, &w});
   if (forward_in(nhwc, out, x, w, bias, g)) return;
   TS_CHECK(other_layout_allowed(out.dtype()) && forward_in(!nhwc, out, x, w, bias, g), NotImplementedError,
@@ -541,6 +545,7 @@ void conv2d_input_backward_cuda(const Tensor& out, const Tensor& grad, const Ten
   check_devices("conv_transpose2d", {&out, &grad, &w, &bias});
   if (out.numel() == 0) return;
   CurrentDevice guard(out.device().index());
+  if (conv1x1_input_backward_gemm(out, grad, w, bias, g)) return;  // 1x1: a cuBLASLt GEMM (conv_gemm.h)
   const bool nhwc = prefer_nhwc(out.dtype(), {&out, &grad, &w});
   if (input_backward_in(nhwc, out, grad, w, bias, g)) return;
   TS_CHECK(other_layout_allowed(out.dtype()) && input_backward_in(!nhwc, out, grad, w, bias, g), NotImplementedError,
@@ -552,6 +557,7 @@ void conv2d_weight_backward_cuda(const Tensor& out, const Tensor& grad, const Te
   check_devices("conv2d_backward_weight", {&out, &grad, &x});
   if (out.numel() == 0) return;
   CurrentDevice guard(out.device().index());
+  if (conv1x1_weight_backward_gemm(out, grad, x, g)) return;  // 1x1: a cuBLASLt GEMM (conv_gemm.h)
   const bool nhwc = prefer_nhwc(out.dtype(), {&out, &grad, &x});
   if (weight_backward_in(nhwc, out, grad, x, g)) return;
   TS_CHECK(other_layout_allowed(out.dtype()) && weight_backward_in(!nhwc, out, grad, x, g), NotImplementedError,
