@@ -228,6 +228,7 @@ double train_resnet50_synthetic(const TrainOptions& o) {
   manual_seed(o.seed);
   const Device device = pick_device(o.device);
   const bool amp = o.amp == "bf16";
+  if (device.is_cuda()) cuda::set_cudnn_benchmark(true);  // fixed shapes: time cuDNN's algorithms once
   auto net = std::make_unique<models::ResNet>(models::resnet50());
   net->to(device);
   net->train();

@@ -104,107 +104,134 @@ void emit(const std::string& name, const char* unit, double value, const Timing&
   std::fflush(stdout);
 }
 
+// A row whose work raised (a kernel not there yet, out of memory): its error, and the run goes on.
+void emit_error(const std::string& name, const char* what) {
+  std::string msg;
+  for (const char* c = what; *c; ++c) {
+    if (*c == '"' || *c == '\\') msg += '\\';
+    msg += static_cast<unsigned char>(*c) < 0x20 ? ' ' : *c;  // no control characters in a JSON string
+  }
+  std::printf("{\"name\": \"%s\", \"value\": null, \"error\": \"%s\"}\n", name.c_str(), msg.c_str());
+  std::fflush(stdout);
+}
+
+// Runs one row's work, turning an exception into an error row.
+void guarded(const std::string& name, const std::function<void()>& work) {
+  if (!selected(name)) return;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    emit_error(name, e.what());
+  }
+  cuda::synchronize();
+  cuda::empty_cache();
+}
+
 // GPT-2 124M training step: bf16 autocast, loss, backward, clip 1.0, fused AdamW.
 void bench_gpt2() {
   const int64_t B = g_args.gpt_batch, T = g_args.gpt_seq;
   const std::string name = "gpt2_124m_train_b" + std::to_string(B) + "x" + std::to_string(T);
-  if (!selected(name)) return;
-  const ts::Device gpu = ts::Device::cuda();
-  ts::models::GPT2Config cfg;
-  cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
-  cfg.n_positions = std::max<int64_t>(cfg.n_positions, T);
-  ts::models::GPT2 model(cfg);
-  model.to(gpu);
-  model.train();
-  const std::vector<ts::Tensor> params = model.parameters();
-  ts::optim::AdamW opt(params, {.lr = 6e-4, .betas = {0.9, 0.95}, .eps = 1e-8, .weight_decay = 0.1, .fused = true});
-  const ts::TensorOptions i64(ts::kInt64, gpu);
-  ts::Tensor x = ts::randint(0, cfg.vocab_size, {B, T}, i64), y = ts::randint(0, cfg.vocab_size, {B, T}, i64);
-  auto step = [&] {
-    ts::Tensor loss;
-    {
-      ts::amp::autocast guard(gpu, ts::kBFloat16);
-      loss = model.forward(x, y).second;
-    }
-    loss.backward();
-    ts::nn::utils::clip_grad_norm_(params, 1.0);
-    opt.step();
-    opt.zero_grad(true);
-  };
-  const Timing t = time_steps(step);
-  emit(name, "tokens/s", static_cast<double>(B * T) * 1000.0 / t.ms, t);
+  guarded(name, [&] {
+    const ts::Device gpu = ts::Device::cuda();
+    ts::models::GPT2Config cfg;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
+    cfg.n_positions = std::max<int64_t>(cfg.n_positions, T);
+    ts::models::GPT2 model(cfg);
+    model.to(gpu);
+    model.train();
+    const std::vector<ts::Tensor> params = model.parameters();
+    ts::optim::AdamW opt(params, {.lr = 6e-4, .betas = {0.9, 0.95}, .eps = 1e-8, .weight_decay = 0.1, .fused = true});
+    const ts::TensorOptions i64(ts::kInt64, gpu);
+    ts::Tensor x = ts::randint(0, cfg.vocab_size, {B, T}, i64), y = ts::randint(0, cfg.vocab_size, {B, T}, i64);
+    auto step = [&] {
+      ts::Tensor loss;
+      {
+        ts::amp::autocast guard(gpu, ts::kBFloat16);
+        loss = model.forward(x, y).second;
+      }
+      loss.backward();
+      ts::nn::utils::clip_grad_norm_(params, 1.0);
+      opt.step();
+      opt.zero_grad(true);
+    };
+    const Timing t = time_steps(step);
+    emit(name, "tokens/s", static_cast<double>(B * T) * 1000.0 / t.ms, t);
+  });
 }
 
 // ResNet-50 training step: channels-last input, bf16 autocast, SGD momentum 0.9, weight decay 5e-5.
 void bench_resnet50() {
   const int64_t B = g_args.resnet_batch;
   const std::string name = "resnet50_train_b" + std::to_string(B) + "_224_cl_bf16";
-  if (!selected(name)) return;
-  const ts::Device gpu = ts::Device::cuda();
-  ts::models::ResNet net = ts::models::resnet50();
-  net.to(gpu);
-  net.train();
-  ts::optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-5, .fused = true});
-  ts::Tensor x = ts::randn({B, 3, 224, 224}, ts::TensorOptions(ts::kFloat32, gpu)).contiguous(ts::MemoryFormat::ChannelsLast);
-  ts::Tensor y = ts::randint(0, 1000, {B}, ts::TensorOptions(ts::kInt64, gpu));
-  auto step = [&] {
-    ts::Tensor loss;
-    {
-      ts::amp::autocast guard(gpu, ts::kBFloat16);
-      loss = F::cross_entropy(net(x), y);
-    }
-    loss.backward();
-    opt.step();
-    opt.zero_grad(true);
-  };
-  const Timing t = time_steps(step);
-  emit(name, "images/s", static_cast<double>(B) * 1000.0 / t.ms, t);
+  guarded(name, [&] {
+    const ts::Device gpu = ts::Device::cuda();
+    ts::models::ResNet net = ts::models::resnet50();
+    net.to(gpu);
+    net.train();
+    ts::optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-5, .fused = true});
+    ts::Tensor x = ts::randn({B, 3, 224, 224}, ts::TensorOptions(ts::kFloat32, gpu)).contiguous(ts::MemoryFormat::ChannelsLast);
+    ts::Tensor y = ts::randint(0, 1000, {B}, ts::TensorOptions(ts::kInt64, gpu));
+    auto step = [&] {
+      ts::Tensor loss;
+      {
+        ts::amp::autocast guard(gpu, ts::kBFloat16);
+        loss = F::cross_entropy(net(x), y);
+      }
+      loss.backward();
+      opt.step();
+      opt.zero_grad(true);
+    };
+    const Timing t = time_steps(step);
+    emit(name, "images/s", static_cast<double>(B) * 1000.0 / t.ms, t);
+  });
 }
 
 // The MLP 784-512-512-10 step, batch 128, float32, SGD momentum 0.9 (the CUDA graphs suite's eager row).
 void bench_mlp() {
   const std::string name = "mlp_784_512_512_10_b128_sgd";
-  if (!selected(name)) return;
-  const ts::Device gpu = ts::Device::cuda();
-  ts::models::MLP net(784, {512, 512}, 10);
-  net.to(gpu);
-  ts::optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});
-  ts::Tensor x = ts::randn({128, 784}, ts::TensorOptions(ts::kFloat32, gpu));
-  ts::Tensor y = ts::randint(0, 10, {128}, ts::TensorOptions(ts::kInt64, gpu));
-  auto step = [&] {
-    opt.zero_grad(true);
-    ts::Tensor loss = F::cross_entropy(net.forward(x), y);
-    loss.backward();
-    opt.step();
-  };
-  // Short steps: time more of them per measurement.
-  const int iters = g_args.iters;
-  g_args.iters = std::max(iters, 50);
-  const Timing t = time_steps(step);
-  g_args.iters = iters;
-  emit(name, "steps/s", 1000.0 / t.ms, t);
+  guarded(name, [&] {
+    const ts::Device gpu = ts::Device::cuda();
+    ts::models::MLP net(784, {512, 512}, 10);
+    net.to(gpu);
+    ts::optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});
+    ts::Tensor x = ts::randn({128, 784}, ts::TensorOptions(ts::kFloat32, gpu));
+    ts::Tensor y = ts::randint(0, 10, {128}, ts::TensorOptions(ts::kInt64, gpu));
+    auto step = [&] {
+      opt.zero_grad(true);
+      ts::Tensor loss = F::cross_entropy(net.forward(x), y);
+      loss.backward();
+      opt.step();
+    };
+    // Short steps: time more of them per measurement.
+    const int iters = g_args.iters;
+    g_args.iters = std::max(iters, 50);
+    const Timing t = time_steps(step);
+    g_args.iters = iters;
+    emit(name, "steps/s", 1000.0 / t.ms, t);
+  });
 }
 
 // Causal attention forward + backward in bfloat16: q, k, v (B, H, T, D) leaves, out.backward(dout).
 void bench_attention(int64_t B, int64_t H, int64_t T, int64_t D) {
   const std::string name = "attention_causal_fwd_bwd_bf16_b" + std::to_string(B) + "_h" + std::to_string(H) + "_t" +
                            std::to_string(T) + "_d" + std::to_string(D);
-  if (!selected(name)) return;
-  const ts::TensorOptions bf16(ts::kBFloat16, ts::Device::cuda());
-  ts::Tensor q = ts::randn({B, H, T, D}, bf16).requires_grad_(), k = ts::randn({B, H, T, D}, bf16).requires_grad_(),
-             v = ts::randn({B, H, T, D}, bf16).requires_grad_();
-  ts::Tensor dout = ts::randn({B, H, T, D}, bf16);
-  auto step = [&] {
-    ts::Tensor out = F::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, /*is_causal=*/true);
-    out.backward(dout);
-    for (ts::Tensor* t : {&q, &k, &v}) t->set_grad(ts::Tensor());
-  };
-  const Timing t = time_steps(step);
-  // FLOPs: forward 2 matmuls of 2 B H T^2 D, backward 5; causal halves them.
-  const double flops = 7.0 * 2.0 * static_cast<double>(B * H * D) * static_cast<double>(T * T) / 2.0;
-  emit(name, "ms", t.ms, t);
-  std::printf("{\"name\": \"%s_tflops\", \"unit\": \"TFLOP/s\", \"value\": %.6g}\n", name.c_str(), flops / (t.ms * 1e9));
-  std::fflush(stdout);
+  guarded(name, [&] {
+    const ts::TensorOptions bf16(ts::kBFloat16, ts::Device::cuda());
+    ts::Tensor q = ts::randn({B, H, T, D}, bf16).requires_grad_(), k = ts::randn({B, H, T, D}, bf16).requires_grad_(),
+               v = ts::randn({B, H, T, D}, bf16).requires_grad_();
+    ts::Tensor dout = ts::randn({B, H, T, D}, bf16);
+    auto step = [&] {
+      ts::Tensor out = F::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, /*is_causal=*/true);
+      out.backward(dout);
+      for (ts::Tensor* t : {&q, &k, &v}) t->set_grad(ts::Tensor());
+    };
+    const Timing t = time_steps(step);
+    // FLOPs: forward 2 matmuls of 2 B H T^2 D, backward 5; causal halves them.
+    const double flops = 7.0 * 2.0 * static_cast<double>(B * H * D) * static_cast<double>(T * T) / 2.0;
+    emit(name, "ms", t.ms, t);
+    std::printf("{\"name\": \"%s_tflops\", \"unit\": \"TFLOP/s\", \"value\": %.6g}\n", name.c_str(), flops / (t.ms * 1e9));
+    std::fflush(stdout);
+  });
 }
 
 // ---- loss-curve mode --------------------------------------------------------------------------------
@@ -409,6 +436,7 @@ int main(int argc, char** argv) {
   }
   if (g_args.loss_curve > 0) return run_loss_curve();
   ts::manual_seed(0);
+  cuda::set_cudnn_benchmark(true);  // as the PyTorch side's torch.backends.cudnn.benchmark
   std::printf("{\"device\": \"%s\"}\n", cuda::get_device_properties().name.c_str());
   bench_gpt2();
   bench_resnet50();
