@@ -199,11 +199,15 @@ GptRunResult train_gpt(const TrainOptions& o) {
       interval_start = Clock::now();
     }
     if ((step + 1) % o.eval_every == 0 || last) {
+      // The evaluation is not training time: the interval's clock skips it (after the queued training
+      // work has finished, so that none of it is skipped).
+      if (device.is_cuda()) cuda::synchronize();
+      const Clock::time_point eval_start = Clock::now();
       const LossPair l = estimate_loss(model, text, o, device, amp, eval_gen);
       result.final_val_loss = l.val;
       std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(step + 1), l.train, l.val);
       std::fflush(stdout);
-      interval_start = Clock::now();  // the evaluation is not training time
+      interval_start += Clock::now() - eval_start;
     }
   }
   result.tokens_per_second = timed_seconds > 0 ? static_cast<double>(timed_tokens) / timed_seconds : 0;
