@@ -35,7 +35,7 @@ std::string device_name(Device device) {
   return cuda::get_device_properties(device.index() < 0 ? -1 : device.index()).name;
 }
 
-// "123,456" for the rates.
+// "123,456" for counts and rates.
 std::string grouped(double v) {
   std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
   std::string out;
@@ -52,6 +52,14 @@ std::string grouped(double v) {
 Tensor to_device(const Tensor& t, Device device) {
   if (!device.is_cuda()) return t;
   return t.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+// A rate: grouped, or "12.3" below 100 (ResNet-50 on a CPU).
+std::string rate(double v) {
+  if (std::fabs(v) >= 100) return grouped(v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
 }
 
 struct LossPair {
@@ -186,7 +194,7 @@ GptRunResult train_gpt(const TrainOptions& o) {
       first_interval = false;
       std::string line = "step " + std::to_string(step + 1) + "/" + std::to_string(o.steps);
       char buf[256];
-      std::snprintf(buf, sizeof buf, " | loss %.4f | lr %.2e | %s tok/s", mean_loss, lr, grouped(tps).c_str());
+      std::snprintf(buf, sizeof buf, " | loss %.4f | lr %.2e | %s tok/s", mean_loss, lr, rate(tps).c_str());
       line += buf;
       if (know_peak) {
         std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100.0 * mfu(flops_per_token, tps, gpu).value_or(0));
@@ -211,7 +219,7 @@ GptRunResult train_gpt(const TrainOptions& o) {
     }
   }
   result.tokens_per_second = timed_seconds > 0 ? static_cast<double>(timed_tokens) / timed_seconds : 0;
-  std::printf("done: %s tokens/s", grouped(result.tokens_per_second).c_str());
+  std::printf("done: %s tokens/s", rate(result.tokens_per_second).c_str());
   if (know_peak)
     std::printf(", MFU %.1f%% of %s's %.0f TFLOP/s bf16", 100.0 * mfu(flops_per_token, result.tokens_per_second, gpu).value_or(0),
                 gpu.c_str(), peak_bf16_flops(gpu).value_or(0) / 1e12);
@@ -276,14 +284,14 @@ double train_resnet50_synthetic(const TrainOptions& o) {
       }
       first_interval = false;
       std::printf("step %lld/%lld | loss %.4f | %s images/s\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(o.steps), l, grouped(ips).c_str());
+                  static_cast<long long>(o.steps), l, rate(ips).c_str());
       std::fflush(stdout);
       interval = 0;
       t0 = Clock::now();
     }
   }
   const double ips = timed_seconds > 0 ? static_cast<double>(timed_images) / timed_seconds : 0;
-  std::printf("done: %s images/s\n", grouped(ips).c_str());
+  std::printf("done: %s images/s\n", rate(ips).c_str());
   if (device.is_cuda()) {
     const auto stats = cuda::memory_stats();
     auto it = stats.find("allocated_bytes.all.peak");
