@@ -6,7 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 #include <string>
+
+#include <unistd.h>
 
 #include "common/test_util.h"
 #include "gpu_peak.h"
@@ -32,7 +35,7 @@ TrainOptions parse(std::vector<std::string> args) {
 }
 
 std::string temp_file(const std::string& name, const std::string& contents) {
-  auto path = std::filesystem::temp_directory_path() / ("tessera_apps_" + name);
+  auto path = std::filesystem::temp_directory_path() / ("tessera_apps_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(path, std::ios::binary) << contents;
   return path.string();
 }
@@ -215,7 +218,7 @@ TEST(WarmupCosine, RisesThenDecaysToMin) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(9, 10, 100, 1e-3, 1e-4), 1e-3);
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 100, 1e-3, 1e-4), 1e-3);  // the decay starts at lr
   EXPECT_NEAR(warmup_cosine_lr(54, 10, 100, 1e-3, 1e-4),
-              1e-4 + 0.5 * (1 + std::cos(M_PI * 44.0 / 89.0)) * 9e-4, 1e-15);
+              1e-4 + 0.5 * (1 + std::cos(std::numbers::pi * 44.0 / 89.0)) * 9e-4, 1e-15);
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(99, 10, 100, 1e-3, 1e-4), 1e-4);
   double prev = 1;
   for (int64_t s = 10; s < 100; ++s) {
