@@ -22,7 +22,7 @@
 // B x (T + 1) int64 tokens to DIR/batches.bin (the bytes of --text, or a seeded order-2 Markov text),
 // trains N steps (bf16 autocast unless --fp32, AdamW betas (0.9, 0.95) eps 1e-8 weight decay 0.1,
 // clip 1.0, linear warm-up then cosine to lr / 10) and writes DIR/meta.json (the settings) and
-// DIR/tessera_losses.json (the loss of each step).
+// DIR/tessera_losses.json (the loss of each step). --cpu runs it on the CPU (a smoke test).
 //
 // usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024]
 //                     [--resnet-batch 256] [--cudnn-benchmark]
@@ -60,6 +60,7 @@ struct Args {
   uint64_t seed = 1337;
   bool fp32 = false;
   bool cudnn_benchmark = false;
+  bool cpu = false;  // loss-curve mode on the CPU (a smoke test of the files without a GPU)
 };
 Args g_args;
 
@@ -328,7 +329,7 @@ int run_loss_curve() {
   const double wd = 0.1, clip = 1.0, eps = 1e-8, beta1 = 0.9, beta2 = 0.95;
 
   ts::manual_seed(g_args.seed);
-  const ts::Device gpu = ts::Device::cuda();
+  const ts::Device gpu = g_args.cpu ? ts::kCPU : ts::Device::cuda();
   ts::models::GPT2 model(cfg);
   const std::map<std::string, ts::Tensor> init = hf_state(model);
   ts::save_safetensors(init, (dir / "init.safetensors").string());
@@ -427,11 +428,13 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--cudnn-benchmark") g_args.cudnn_benchmark = true;
+    else if (a == "--cpu") g_args.cpu = true;
     else {
       std::fprintf(stderr, "bench_models: unknown argument %s\n", a.c_str());
       return 2;
     }
   }
+  if (g_args.loss_curve > 0 && g_args.cpu) return run_loss_curve();
   if (!cuda::is_available()) {
     std::fprintf(stderr, "bench_models: no CUDA GPU\n");
     return 2;
