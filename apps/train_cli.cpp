@@ -34,28 +34,42 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
   train.add_option("--log-every", t.log_every, "print a line every N steps (gpt2: 50, resnet50: 10)")
       ->check(CLI::PositiveNumber);
   // gpt2
-  train.add_option("--layers", t.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber);
-  train.add_option("--heads", t.heads, "gpt2: attention heads")->check(CLI::PositiveNumber);
-  train.add_option("--embd", t.embd, "gpt2: embedding width (a multiple of --heads)")->check(CLI::PositiveNumber);
-  train.add_option("--context", t.context, "gpt2: context length in bytes")->check(CLI::PositiveNumber);
-  train.add_option("--dropout", t.dropout, "gpt2: dropout probability")->check(CLI::Range(0.0, 0.99));
+  train.add_option("--layers", t.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train.add_option("--heads", t.heads, "gpt2: attention heads")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train.add_option("--embd", t.embd, "gpt2: embedding width (a multiple of --heads)")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train.add_option("--context", t.context, "gpt2: context length in bytes")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train.add_option("--dropout", t.dropout, "gpt2: dropout probability")->check(CLI::Range(0.0, 0.99))
+      ->capture_default_str();
   train.add_option("--accum", t.accum, "gpt2: micro-batches per optimizer step (gradient accumulation)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   train.add_option("--warmup", t.warmup, "gpt2: linear warm-up steps before the cosine decay")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   train.add_option("--min-lr", t.min_lr, "gpt2: learning rate at the last step (default lr / 10)")
       ->check(CLI::NonNegativeNumber);
   train.add_option("--weight-decay", t.weight_decay, "gpt2: AdamW weight decay of the matrices and embeddings")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   train.add_option("--grad-clip", t.grad_clip, "gpt2: clip the gradients' global norm to this (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  train.add_option("--eval-every", t.eval_every, "gpt2: validation loss every N steps")->check(CLI::PositiveNumber);
-  train.add_option("--eval-iters", t.eval_iters, "gpt2: batches per loss estimate")->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--eval-every", t.eval_every, "gpt2: validation loss every N steps")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train.add_option("--eval-iters", t.eval_iters, "gpt2: batches per loss estimate")->check(CLI::PositiveNumber)
+      ->capture_default_str();
   train.add_option("--sample-tokens", t.sample_tokens, "gpt2: bytes to generate after training (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   train.add_option("--temperature", t.temperature, "gpt2: sampling temperature (0: greedy)")
-      ->check(CLI::NonNegativeNumber);
-  train.add_option("--top-k", t.top_k, "gpt2: sample from the k most likely bytes (0: all)")->check(CLI::Range(0, 256));
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  train.add_option("--top-k", t.top_k, "gpt2: sample from the k most likely bytes (0: all)")->check(CLI::Range(0, 256))
+      ->capture_default_str();
   train.add_option("--prompt", t.prompt, "gpt2: the text the sample continues (default a newline)");
 }
 
