@@ -238,15 +238,15 @@ void bench_attention(int64_t B, int64_t H, int64_t T, int64_t D) {
 
 // ---- loss-curve mode --------------------------------------------------------------------------------
 
-// Text for the parity run: the file's bytes, else an order-2 Markov chain over 64 printable symbols
+// Text for the parity run: the file's bytes, else n bytes of an order-2 Markov chain over 64 printable symbols
 // whose every context has four successors of probabilities 0.5, 0.25, 0.15, 0.1 (learnable, seeded).
 std::vector<uint8_t> parity_text(int64_t n, uint64_t seed) {
   if (!g_args.text.empty()) {
     std::ifstream in(g_args.text, std::ios::binary);
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (static_cast<int64_t>(bytes.size()) < n) {
-      std::fprintf(stderr, "bench_models: --text %s holds %zu bytes, the run needs %lld\n", g_args.text.c_str(),
-                   bytes.size(), static_cast<long long>(n));
+    if (static_cast<int64_t>(bytes.size()) < g_args.seq + 2) {
+      std::fprintf(stderr, "bench_models: --text %s holds %zu bytes, a window needs %lld\n", g_args.text.c_str(),
+                   bytes.size(), static_cast<long long>(g_args.seq + 2));
       std::exit(2);
     }
     return bytes;
