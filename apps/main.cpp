@@ -5,6 +5,7 @@
 
 #include "tessera/tessera.h"
 #include "train.h"
+#include "train_cli.h"
 
 namespace {
 
@@ -42,24 +43,7 @@ int main(int argc, char** argv) {
 
   tessera::app::TrainOptions t;
   CLI::App* train = app.add_subcommand("train", "train a model on a dataset");
-  train->add_option("--model", t.model, "mlp | cnn | resnet18")->check(CLI::IsMember({"mlp", "cnn", "resnet18"}));
-  train->add_option("--data", t.data, "fashion-mnist or fashion-mnist:DIR");
-  train->add_option("--epochs", t.epochs, "number of epochs")->check(CLI::PositiveNumber);
-  train->add_option("--batch-size", t.batch_size, "examples per step")->check(CLI::PositiveNumber);
-  train->add_option("--lr", t.lr, "learning rate (default: 0.05 for sgd, 1e-3 for adamw)")->check(CLI::NonNegativeNumber);
-  train->add_option("--optimizer", t.optimizer, "sgd | adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-  train->add_option("--device", t.device, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  train->add_option("--seed", t.seed, "random seed");
-  train->add_option("--checkpoint", t.checkpoint, "checkpoint directory, saved after every epoch");
-  train->add_flag("--resume", t.resume, "continue from --checkpoint if it exists");
-  train->add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
-  train->add_option("--limit-train", t.limit_train, "use only the first N training examples");
-  train->add_option("--threads", t.threads, "CPU threads (default: all)");
-  train->add_option("--profile", t.profile,
-                    "profile steps 3-5 of the first epoch: Chrome trace to this path (open in Perfetto), memory "
-                    "timeline SVG next to it, table of ops on stdout");
-  train->add_option("--amp", t.amp, "mixed precision: bf16 | fp16 | off (fp16 scales the loss)")
-      ->check(CLI::IsMember({"bf16", "fp16", "off"}));
+  tessera::app::add_train_options(*train, t);
 
   app.add_subcommand("info", "print the build and the devices");
 

@@ -1,5 +1,6 @@
-// `tessera train`: trains a model on Fashion-MNIST with a progress bar, evaluates on the test set
-// after every epoch, writes metrics (CSV + SVG) and checkpoints, and resumes from a checkpoint.
+// `tessera train`: checks the options (resolve_options), trains an image classifier on Fashion-MNIST
+// with a progress bar, evaluates on the test set after every epoch, writes metrics (CSV + SVG) and
+// checkpoints, and resumes from a checkpoint. gpt2 and resnet50 train in train_gpt.cpp.
 #include "train.h"
 
 #include <cstdio>
@@ -30,6 +31,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name, nn::Mo
   TS_THROW(ValueError, "train: unknown optimizer '", name, "' (expected sgd or adamw)");
 }
 
+}  // namespace
+
 Device pick_device(const std::string& want) {
   if (want == "cpu") return kCPU;
   bool have_cuda = true;
@@ -46,6 +49,8 @@ Device pick_device(const std::string& want) {
   TS_CHECK(want == "auto", ValueError, "train: unknown device '", want, "' (expected cpu, cuda or auto)");
   return have_cuda ? Device::cuda() : kCPU;
 }
+
+namespace {
 
 struct Eval {
   double loss, accuracy;
@@ -90,20 +95,90 @@ void finish_profile(profiler::profile& prof, const std::string& path, bool cuda)
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
-  TS_CHECK(o.epochs > 0 && o.batch_size > 0, ValueError, "train: --epochs and --batch-size must be positive");
+TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
+  TrainOptions o = in;
+  const std::string& m = o.model;
+  TS_CHECK(m == "mlp" || m == "cnn" || m == "resnet18" || m == "gpt2" || m == "resnet50", ValueError,
+           "train: unknown model '", m, "' (expected mlp, cnn, resnet18, gpt2 or resnet50)");
+  TS_CHECK(o.batch_size >= 0, ValueError, "train: --batch-size must be positive, got ", o.batch_size);
+  TS_CHECK(o.amp == "auto" || o.amp == "off" || o.amp == "bf16" || o.amp == "fp16", ValueError, "train: unknown --amp '",
+           o.amp, "' (expected bf16, fp16, off or auto)");
+  TS_CHECK(o.steps >= 0 && o.log_every >= 0, ValueError, "train: --steps and --log-every must not be negative");
+  if (m == "gpt2" || m == "resnet50") {
+    TS_CHECK(o.amp != "fp16", ValueError, "train: --model ", m, " trains in bfloat16 (--amp bf16) or float32 (--amp off)");
+    if (o.amp == "auto") o.amp = cuda ? "bf16" : "off";
+  }
+  if (m == "gpt2") {
+    TS_CHECK(o.data.rfind("text:", 0) == 0 && o.data.size() > 5, ValueError,
+             "train: --model gpt2 needs --data text:FILE (any text file; its bytes are the tokens)");
+    TS_CHECK(o.optimizer.empty() || o.optimizer == "adamw", ValueError, "train: --model gpt2 trains with AdamW, not '",
+             o.optimizer, "'");
+    o.optimizer = "adamw";
+    TS_CHECK(o.layers > 0 && o.heads > 0 && o.embd > 0 && o.context > 0, ValueError,
+             "train: --layers, --heads, --embd and --context must be positive");
+    TS_CHECK(o.embd % o.heads == 0, ValueError, "train: --embd ", o.embd, " is not a multiple of --heads ", o.heads);
+    TS_CHECK(o.accum > 0, ValueError, "train: --accum must be positive, got ", o.accum);
+    TS_CHECK(o.warmup >= 0, ValueError, "train: --warmup must not be negative, got ", o.warmup);
+    TS_CHECK(o.eval_every > 0 && o.eval_iters > 0, ValueError, "train: --eval-every and --eval-iters must be positive");
+    TS_CHECK(o.dropout >= 0 && o.dropout < 1, ValueError, "train: --dropout must be in [0, 1), got ", o.dropout);
+    TS_CHECK(o.grad_clip >= 0 && o.weight_decay >= 0, ValueError, "train: --grad-clip and --weight-decay must not be negative");
+    TS_CHECK(o.sample_tokens >= 0, ValueError, "train: --sample-tokens must not be negative");
+    TS_CHECK(o.temperature >= 0, ValueError, "train: --temperature must not be negative, got ", o.temperature);
+    TS_CHECK(o.top_k >= 0 && o.top_k <= 256, ValueError, "train: --top-k must be in [0, 256] (0: off), got ", o.top_k);
+    if (o.batch_size == 0) o.batch_size = 64;
+    if (o.steps == 0) o.steps = 3000;
+    if (o.log_every == 0) o.log_every = 50;
+    if (o.lr == 0) o.lr = 1e-3;
+    if (o.min_lr == 0) o.min_lr = o.lr / 10;
+    TS_CHECK(o.min_lr > 0 && o.min_lr <= o.lr, ValueError, "train: --min-lr must be in (0, --lr], got ", o.min_lr);
+    return o;
+  }
+  if (m == "resnet50") {
+    TS_CHECK(o.data.empty() || o.data == "synthetic", ValueError, "train: --model resnet50 trains on --data synthetic, not '",
+             o.data, "'");
+    o.data = "synthetic";
+    TS_CHECK(o.optimizer.empty() || o.optimizer == "sgd", ValueError, "train: --model resnet50 trains with SGD, not '",
+             o.optimizer, "'");
+    o.optimizer = "sgd";
+    if (o.batch_size == 0) o.batch_size = cuda ? 256 : 16;
+    if (o.steps == 0) o.steps = 100;
+    if (o.log_every == 0) o.log_every = 10;
+    if (o.lr == 0) o.lr = 0.1;
+    return o;
+  }
+  // The Fashion-MNIST classifiers.
+  if (o.data.empty()) o.data = "fashion-mnist";
+  TS_CHECK(o.data == "fashion-mnist" || o.data.rfind("fashion-mnist:", 0) == 0, ValueError, "train: --model ", m,
+           " trains on fashion-mnist or fashion-mnist:DIR, not '", o.data, "'");
+  if (o.optimizer.empty()) o.optimizer = "adamw";
+  TS_CHECK(o.optimizer == "sgd" || o.optimizer == "adamw", ValueError, "train: unknown optimizer '", o.optimizer,
+           "' (expected sgd or adamw)");
+  if (o.batch_size == 0) o.batch_size = 64;
+  if (o.amp == "auto") o.amp = "off";
+  TS_CHECK(o.epochs > 0, ValueError, "train: --epochs must be positive, got ", o.epochs);
+  return o;
+}
+
+int run_train(const TrainOptions& opts) {
+  const bool on_gpu = opts.device == "cuda" || (opts.device == "auto" && cuda::is_available());
+  const TrainOptions o = resolve_options(opts, on_gpu);
+  if (o.model == "gpt2") {
+    train_gpt(o);
+    return 0;
+  }
+  if (o.model == "resnet50") {
+    train_resnet50_synthetic(o);
+    return 0;
+  }
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   manual_seed(o.seed);
   const Device device = pick_device(o.device);
-  TS_CHECK(o.amp == "off" || o.amp == "bf16" || o.amp == "fp16", ValueError, "train: unknown --amp '", o.amp,
-           "' (expected bf16, fp16 or off)");
   const AmpMode amp_mode{o.amp != "off", o.amp == "fp16" ? kFloat16 : kBFloat16};
   // float16 has a narrow exponent range: its gradients need loss scaling; bfloat16's do not.
   amp::GradScaler scaler({.enabled = o.amp == "fp16"});
 
   std::string root = data::FashionMNIST::kDefaultRoot;
   if (o.data.rfind("fashion-mnist:", 0) == 0) root = o.data.substr(14);
-  else TS_CHECK(o.data == "fashion-mnist", ValueError, "train: unknown data '", o.data, "' (expected fashion-mnist or fashion-mnist:DIR)");
   auto norm = data::FashionMNIST::kNormalize;
   data::FashionMNIST train_set(root, data::Split::Train, norm), test_set(root, data::Split::Test, norm);
   std::shared_ptr<const data::Dataset> train_data;

@@ -1,18 +1,21 @@
-// `tessera train`: options and the training loop over Fashion-MNIST (the apps layer only wires
-// library pieces together: models, data, optim, checkpoints).
+// `tessera train`: options and the training loops: the image classifiers on Fashion-MNIST (train.cpp),
+// the byte-level GPT on a text file and ResNet-50 on synthetic images (train_gpt.cpp). The apps layer
+// only wires library pieces together: models, data, optim, checkpoints.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "tessera/device.h"
+
 namespace tessera::app {
 
 struct TrainOptions {
-  std::string model = "cnn";           // mlp | cnn | resnet18
-  std::string data = "fashion-mnist";  // fashion-mnist[:DIR]
+  std::string model = "cnn";           // mlp | cnn | resnet18 | gpt2 | resnet50
+  std::string data;                    // fashion-mnist[:DIR] | text:FILE | synthetic; "": the model's default
   int64_t epochs = 3;
-  int64_t batch_size = 64;
+  int64_t batch_size = 0;              // 0: the model's default (64; resnet50: 256 on a GPU, 16 on the CPU)
   double lr = 0.0;                     // 0: the optimizer's default for the model
-  std::string optimizer = "adamw";     // sgd | adamw
+  std::string optimizer;               // sgd | adamw; "": the model's (gpt2 trains with AdamW, resnet50 with SGD)
   std::string device = "auto";         // cpu | cuda | auto
   uint64_t seed = 0;
   std::string checkpoint;              // directory; saved after every epoch when set
@@ -21,9 +24,51 @@ struct TrainOptions {
   int64_t limit_train = 0;             // use only the first N training examples (0: all)
   int64_t threads = 0;                 // 0: OpenMP's default
   std::string profile;                 // Chrome trace path: profiles steps 3-5 of the first epoch run
-  std::string amp = "off";             // bf16 | fp16 | off: autocast (fp16 with a GradScaler)
+  std::string amp = "auto";            // bf16 | fp16 | off | auto (bf16 for gpt2 and resnet50 on a GPU, else off)
+
+  // gpt2 and resnet50: a number of optimizer steps instead of epochs.
+  int64_t steps = 0;                   // 0: the model's default (gpt2 3000, resnet50 100)
+  int64_t log_every = 0;               // print a line every N steps (0: the model's default)
+  // gpt2: the model (byte-level: vocabulary 256) and its training.
+  int64_t layers = 6, heads = 6, embd = 384, context = 256;
+  double dropout = 0.0;
+  int64_t accum = 1;                   // micro-batches per optimizer step (gradient accumulation)
+  int64_t warmup = 100;                // linear warm-up steps, then cosine decay to min_lr at the last step
+  double min_lr = 0.0;                 // 0: lr / 10
+  double weight_decay = 0.1;           // AdamW's, on the matrices and embeddings only
+  double grad_clip = 1.0;              // clip_grad_norm_ (0: off)
+  int64_t eval_every = 250;            // validation loss every N steps (and at the last)
+  int64_t eval_iters = 20;             // batches per loss estimate
+  int64_t sample_tokens = 500;         // bytes generated at the end (0: none)
+  double temperature = 0.8;
+  int64_t top_k = 0;                   // 0: no top-k filtering
+  std::string prompt = "\n";           // the text generation continues
 };
 
+// The options with the model's defaults filled in ("" data/optimizer, 0 batch size, "auto" amp, 0
+// steps), checked: ValueError naming the option for a value the model cannot use. `cuda`: the run goes
+// to a GPU.
+TrainOptions resolve_options(const TrainOptions& opts, bool cuda);
+
 int run_train(const TrainOptions& opts);
+
+// Per-run summary of the GPT command, for tests and scripts.
+struct GptRunResult {
+  double first_train_loss = 0, final_train_loss = 0, final_val_loss = 0, tokens_per_second = 0;
+  int64_t steps = 0;
+  std::string sample;
+};
+// `tessera train --model gpt2` with resolved options (run_train resolves them and calls this).
+GptRunResult train_gpt(const TrainOptions& opts);
+// `tessera train --model resnet50 --data synthetic`: returns the images/s of the steps after the first.
+double train_resnet50_synthetic(const TrainOptions& opts);
+
+// The learning rate at optimizer step `step` (0-based): linear warm-up from lr / warmup to lr over the
+// first `warmup` steps, then cosine decay from lr to min_lr, reaching min_lr at step total - 1 (nanoGPT's
+// get_lr with lr_decay_iters = total - 1).
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr);
+
+// Picks the device of --device cpu | cuda | auto (DeviceError for cuda without a GPU).
+Device pick_device(const std::string& want);
 
 }  // namespace tessera::app
