@@ -44,8 +44,14 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-// Waits for all work on a device (default: the current one) to finish.
+// Waits for all work on a device (default: the current one) to finish. Raises an error a kernel found
+// in its data since the last synchronization (an index out of range: IndexError naming the op), as
+// every point where the host waits for the device does (item(), cpu(), Stream/Event synchronize).
 void synchronize(int index = -1);
+
+// Checks of device data (bounds of gather, index_select, embedding, scatter, cross-entropy targets)
+// queued and not yet resolved; each resolves at the next synchronization. 0 without CUDA.
+int64_t pending_deferred_checks();
 
 // ---- streams and events ----------------------------------------------------------------------
 // A Stream is a value: a device index plus the raw cudaStream_t. Each device's default stream is one

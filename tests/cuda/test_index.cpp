@@ -82,10 +82,10 @@ TEST(CudaIndex, IndexSelectMatchesCpu) {
 TEST(CudaIndex, IndexSelectOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({5, 3}, ts::kFloat32).to(kCuda);
-  std::string msg = message_of<ts::IndexError>([&] { ts::index_select(x, 0, ints({0, 4, 7, 9}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::index_select(x, 0, ints({0, 4, 7, 9}).to(kCuda)); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index_select: index 7 is out of bounds for dimension 0 with size 5")) << msg;
   // Negative values do not wrap in index_select (PyTorch's CPU kernel).
-  msg = message_of<ts::IndexError>([&] { ts::index_select(x, 1, ints({-1}, ts::kInt32).to(kCuda)); });
+  msg = message_of<ts::IndexError>([&] { ts::index_select(x, 1, ints({-1}, ts::kInt32).to(kCuda)); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index -1 is out of bounds for dimension 1 with size 3")) << msg;
 }
 
@@ -122,18 +122,18 @@ TEST(CudaIndex, AdvancedIndexMatchesCpu) {
 TEST(CudaIndex, AdvancedIndexOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({5, 6}, ts::kFloat32).to(kCuda);
-  std::string msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({0, 5}).to(kCuda)}); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({0, 5}).to(kCuda)}); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index: index 5 is out of bounds for dimension 0 with size 5")) << msg;
-  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({-6}).to(kCuda)}); });
+  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({-6}).to(kCuda)}); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index -6 is out of bounds for dimension 0 with size 5")) << msg;
   // The first bad position is reported, then the first index tensor at that position.
-  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({1, 2, 9}).to(kCuda), ints({8, 1, 1}).to(kCuda)}); });
+  msg = message_of<ts::IndexError>([&] { ts::index(x, {ints({1, 2, 9}).to(kCuda), ints({8, 1, 1}).to(kCuda)}); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index 8 is out of bounds for dimension 1 with size 6")) << msg;
-  msg = message_of<ts::IndexError>([&] { ts::index_put(x, {ints({7}).to(kCuda)}, ts::zeros({6}, ts::TensorOptions(ts::kFloat32, kCuda))); });
+  msg = message_of<ts::IndexError>([&] { ts::index_put(x, {ints({7}).to(kCuda)}, ts::zeros({6}, ts::TensorOptions(ts::kFloat32, kCuda))); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "index_put: index 7 is out of bounds for dimension 0 with size 5")) << msg;
   // Validated even when the result is empty (as the CPU kernel does).
   const ts::Tensor e = ts::zeros({5, 0}, ts::TensorOptions(ts::kFloat32, kCuda));
-  EXPECT_THROW(ts::index(e, {ints({5}).to(kCuda)}), ts::IndexError);
+  EXPECT_THROW({ ts::index(e, {ints({5}).to(kCuda)}); ts::cuda::synchronize(); }, ts::IndexError);
 }
 
 TEST(CudaIndex, IndexPutMatchesCpu) {
@@ -188,8 +188,12 @@ TEST(CudaIndex, IndexAddMatchesCpu) {
     }
   }
   const ts::Tensor x = ts::zeros({3, 2}, ts::TensorOptions(ts::kFloat32, kCuda));
-  EXPECT_THROW(ts::index_add(x, 0, ints({3}).to(kCuda), ts::ones({1, 2}, ts::TensorOptions(ts::kFloat32, kCuda))),
-               ts::IndexError);
+  EXPECT_THROW(
+      {
+        ts::index_add(x, 0, ints({3}).to(kCuda), ts::ones({1, 2}, ts::TensorOptions(ts::kFloat32, kCuda)));
+        ts::cuda::synchronize();
+      },
+      ts::IndexError);
 }
 
 // Floats with repeated targets: atomics sum in any order (equal to the CPU up to rounding); the
@@ -259,9 +263,9 @@ TEST(CudaIndex, EmbeddingForwardBackwardMatchesCpu) {
 TEST(CudaIndex, EmbeddingOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor w = test_data({10, 4}, ts::kFloat32).to(kCuda);
-  std::string msg = message_of<ts::IndexError>([&] { ts::embedding(w, ints({1, 10, 2}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::embedding(w, ints({1, 10, 2}).to(kCuda)); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "embedding: index 10 is out of bounds for dimension 0 with size 10")) << msg;
-  EXPECT_THROW(ts::embedding(w, ints({-1}, ts::kInt32).to(kCuda)), ts::IndexError);
+  EXPECT_THROW({ ts::embedding(w, ints({-1}, ts::kInt32).to(kCuda)); ts::cuda::synchronize(); }, ts::IndexError);
 }
 
 // ---- gather, scatter -------------------------------------------------------------------------------------
@@ -290,9 +294,9 @@ TEST(CudaIndex, GatherMatchesCpu) {
 TEST(CudaIndex, GatherOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = test_data({4, 5}, ts::kFloat32).to(kCuda);
-  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 1, ints({0, 1, 5, 2}).reshape({2, 2}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 1, ints({0, 1, 5, 2}).reshape({2, 2}).to(kCuda)); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "gather: index 5 is out of bounds for dimension 1 with size 5")) << msg;
-  EXPECT_THROW(ts::gather(x, 0, ints({-1}).reshape({1, 1}).to(kCuda)), ts::IndexError);
+  EXPECT_THROW({ ts::gather(x, 0, ints({-1}).reshape({1, 1}).to(kCuda)); ts::cuda::synchronize(); }, ts::IndexError);
 }
 
 TEST(CudaIndex, ScatterMatchesCpu) {
@@ -345,16 +349,24 @@ TEST(CudaIndex, ScatterOutOfRangeRaisesIndexError) {
   TS_REQUIRE_GPU();
   const ts::Tensor x = ts::zeros({4, 5}, ts::TensorOptions(ts::kFloat32, kCuda));
   const ts::Tensor src = ts::ones({4, 5}, ts::TensorOptions(ts::kFloat32, kCuda));
-  std::string msg = message_of<ts::IndexError>([&] { ts::scatter(x, 0, ints({0, 1, 4}).reshape({1, 3}).to(kCuda), src); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::scatter(x, 0, ints({0, 1, 4}).reshape({1, 3}).to(kCuda), src); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "scatter: index 4 is out of bounds for dimension 0 with size 4")) << msg;
-  msg = message_of<ts::IndexError>([&] { ts::scatter_add(x, 1, ints({-1}).reshape({1, 1}).to(kCuda), src); });
+  msg = message_of<ts::IndexError>([&] { ts::scatter_add(x, 1, ints({-1}).reshape({1, 1}).to(kCuda), src); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "scatter_add: index -1 is out of bounds for dimension 1 with size 5")) << msg;
   const ts::Tensor line = ts::zeros({10}, ts::TensorOptions(ts::kFloat32, kCuda));
   const ts::Tensor bad = ints(std::vector<int64_t>(1000, 3)).index_put({ints({700})}, ints({10}));
-  EXPECT_THROW(ts::scatter_add(line, 0, bad.to(kCuda), ts::ones({1000}, ts::TensorOptions(ts::kFloat32, kCuda))),
-               ts::IndexError);
-  EXPECT_THROW(ts::scatter(line, 0, bad.to(kCuda), ts::ones({1000}, ts::TensorOptions(ts::kFloat32, kCuda))),
-               ts::IndexError);
+  EXPECT_THROW(
+      {
+        ts::scatter_add(line, 0, bad.to(kCuda), ts::ones({1000}, ts::TensorOptions(ts::kFloat32, kCuda)));
+        ts::cuda::synchronize();
+      },
+      ts::IndexError);
+  EXPECT_THROW(
+      {
+        ts::scatter(line, 0, bad.to(kCuda), ts::ones({1000}, ts::TensorOptions(ts::kFloat32, kCuda)));
+        ts::cuda::synchronize();
+      },
+      ts::IndexError);
 }
 
 // ---- masks ----------------------------------------------------------------------------------------------
@@ -413,10 +425,10 @@ TEST(CudaIndex, OneHotMatchesCpu) {
       EXPECT_TRUE(same(ts::one_hot(on_gpu(idx, layout), classes), ts::one_hot(idx, classes))) << layout << " " << classes;
     }
   }
-  std::string msg = message_of<ts::IndexError>([&] { ts::one_hot(ints({1, 6, 2}).to(kCuda), 6); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::one_hot(ints({1, 6, 2}).to(kCuda), 6); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "one_hot: class values must be non-negative and smaller than num_classes (6), got 6")) << msg;
-  EXPECT_THROW(ts::one_hot(ints({1, -1}).to(kCuda), -1), ts::IndexError);
-  EXPECT_THROW(ts::one_hot(ints({0}).to(kCuda), 0), ts::IndexError);
+  EXPECT_THROW({ ts::one_hot(ints({1, -1}).to(kCuda), -1); ts::cuda::synchronize(); }, ts::IndexError);
+  EXPECT_THROW({ ts::one_hot(ints({0}).to(kCuda), 0); ts::cuda::synchronize(); }, ts::IndexError);
 }
 
 // ---- shape ops (index_map, tril/triu) and arange ----------------------------------------------------------
@@ -473,7 +485,7 @@ TEST(CudaIndexLarge, GatherPast2To31Elements) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(pos.size()));
   const std::vector<int64_t> gv = got.tolist<int64_t>();
   for (size_t i = 0; i < pos.size(); ++i) EXPECT_EQ(gv[i], static_cast<int8_t>(pos[i])) << "position " << pos[i];
-  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 0, ints({5, kBig}).to(kCuda)); });
+  std::string msg = message_of<ts::IndexError>([&] { ts::gather(x, 0, ints({5, kBig}).to(kCuda)); ts::cuda::synchronize(); });
   EXPECT_TRUE(contains(msg, "gather: index " + std::to_string(kBig) + " is out of bounds")) << msg;
 
   const ts::Tensor index = ints({kBig - 1}).to(kCuda).expand({kBig});
@@ -504,3 +516,27 @@ TEST(CudaIndexLarge, ArangePast2To31Elements) {
 }
 
 }  // namespace
+
+// Note [Deferred device checks]: the op that reads a bad index does not wait for the device; the
+// error raises at the next synchronization (or copy to the host), once, and the stream stays usable.
+TEST(CudaIndex, BadIndexRaisesAtTheNextSynchronizationOnce) {
+  TS_REQUIRE_GPU();
+  const ts::Tensor x = ts::arange(20, ts::TensorOptions(ts::kFloat32, kCuda)).reshape({5, 4});
+  const ts::Tensor good = ints({0, 4}).to(kCuda), bad = ints({1, 5}).to(kCuda);
+  ts::cuda::synchronize();
+  EXPECT_EQ(ts::cuda::pending_deferred_checks(), 0);
+  ts::Tensor y;
+  EXPECT_NO_THROW(y = ts::index_select(x, 0, bad));
+  EXPECT_GE(ts::cuda::pending_deferred_checks(), 1);
+  const std::string msg = message_of<ts::IndexError>([&] { ts::cuda::synchronize(); });
+  EXPECT_TRUE(contains(msg, "index_select: index 5 is out of bounds for dimension 0 with size 5")) << msg;
+  EXPECT_EQ(ts::cuda::pending_deferred_checks(), 0);
+  EXPECT_NO_THROW(ts::cuda::synchronize());  // raised once
+  // item() waits for the device too: it raises a pending error.
+  (void)ts::gather(x, 0, ints({7}).reshape({1, 1}).to(kCuda));
+  EXPECT_THROW((void)x.sum().item(), ts::IndexError);
+  // Good indices leave nothing behind, and the stream works.
+  const ts::Tensor z = ts::index_select(x, 0, good);
+  EXPECT_TRUE(all_close(z.cpu(), ts::index_select(x.cpu(), 0, ints({0, 4}))));
+  EXPECT_EQ(ts::cuda::pending_deferred_checks(), 0);
+}

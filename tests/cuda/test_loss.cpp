@@ -163,14 +163,22 @@ TEST(CudaLoss, CrossEntropyOutOfRangeTargetRaisesIndexError) {
     // The first bad row is reported, as on the CPU.
     std::string msg = message_of<ts::IndexError>([&] {
       F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 50257, 3, -2, 5}).to(kCuda));
+      ts::cuda::synchronize();
     });
     EXPECT_NE(msg.find("cross_entropy: Target 50257 is out of bounds."), std::string::npos) << msg;
-    msg = message_of<ts::IndexError>([&] { F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 2, 3, -2, 5}).to(kCuda)); });
+    msg = message_of<ts::IndexError>([&] { F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, 1, 2, 3, -2, 5}).to(kCuda)); ts::cuda::synchronize(); });
     EXPECT_NE(msg.find("cross_entropy: Target -2 is out of bounds."), std::string::npos) << msg;
     // ignore_index is not out of range; anything else negative is.
-    EXPECT_NO_THROW(F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, -100, 2, 3, 4, 5}).to(kCuda)));
-    EXPECT_THROW(F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, -100, 2, 3, 4, 5}).to(kCuda), std::nullopt, -1),
-                 ts::IndexError);
+    EXPECT_NO_THROW({
+      F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, -100, 2, 3, 4, 5}).to(kCuda));
+      ts::cuda::synchronize();
+    });
+    EXPECT_THROW(
+        {
+          F::cross_entropy(x, ts::tensor(std::vector<int64_t>{0, -100, 2, 3, 4, 5}).to(kCuda), std::nullopt, -1);
+          ts::cuda::synchronize();
+        },
+        ts::IndexError);
   }
   // The stream is usable afterwards.
   const ts::Tensor y = ts::ones({4}, {ts::kFloat32, kCuda}) * 2;
@@ -223,12 +231,12 @@ TEST(CudaLoss, EmbeddingOutOfRangeIdRaisesIndexError) {
   const ts::Tensor w = test_data({10, 4}, ts::kFloat32, 23).to(kCuda);
   const ts::Tensor ok = ts::tensor(std::vector<int64_t>{1, 9, 0}).to(kCuda);
   EXPECT_TRUE(near(F::embedding(ok, w), F::embedding(ok.cpu(), w.cpu()), tolerance_for(ts::kFloat32)));
-  std::string msg = message_of<ts::IndexError>([&] { F::embedding(ts::tensor(std::vector<int64_t>{1, 10, 2}).to(kCuda), w); });
+  std::string msg = message_of<ts::IndexError>([&] { F::embedding(ts::tensor(std::vector<int64_t>{1, 10, 2}).to(kCuda), w); ts::cuda::synchronize(); });
   EXPECT_NE(msg.find("embedding: index 10 is out of bounds"), std::string::npos) << msg;
-  EXPECT_THROW(F::embedding(ts::tensor(std::vector<int64_t>{-1}).to(kCuda), w), ts::IndexError);
+  EXPECT_THROW({ F::embedding(ts::tensor(std::vector<int64_t>{-1}).to(kCuda), w); ts::cuda::synchronize(); }, ts::IndexError);
   // The module, with a (B, T) batch of token ids.
   ts::nn::Embedding emb(10, 4);
   emb.to(kCuda);
-  EXPECT_THROW(emb(ts::tensor(std::vector<int64_t>{0, 3, 12, 1}).reshape({2, 2}).to(kCuda)), ts::IndexError);
+  EXPECT_THROW({ emb(ts::tensor(std::vector<int64_t>{0, 3, 12, 1}).reshape({2, 2}).to(kCuda)); ts::cuda::synchronize(); }, ts::IndexError);
   EXPECT_EQ(emb(ts::tensor(std::vector<int64_t>{0, 3, 9, 1}).reshape({2, 2}).to(kCuda)).sizes(), ts::Shape({2, 2, 4}));
 }

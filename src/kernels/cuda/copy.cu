@@ -32,6 +32,7 @@
 #include "ops/copy_kernel.h"
 #include "runtime/cuda/graph_capture.h"
 #include "tensor/tensor_impl.h"
+#include "runtime/cuda/deferred_check.h"
 
 namespace tessera::cuda {
 namespace {
@@ -200,6 +201,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src, bool non_blocking
     return;
   }
   TS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  poll_deferred_checks();  // the host has waited: errors found by earlier kernels raise now
   if (!direct) copy_kernel(kCPU, dst, broadcast_to(landing, dst.sizes()));
 }
 

@@ -74,13 +74,13 @@ void gather_cuda(const Tensor& out, const Tensor& self_r, const Tensor& index, c
       check_launch("gather", "gather_kernel");
     });
   });
-  // The one synchronization (Note [Bad index flag]).
-  const unsigned long long bad = status.read()[0];
-  if (bad != 0) {
+  // Checked later, without waiting here (Note [Bad index flag]).
+  status.defer([index, sd, stream](uint64_t bad, uint64_t) {
+    if (bad == 0) return;
     const int64_t pos = static_cast<int64_t>(~bad);
     const int64_t off = host_offset(pos, index.sizes(), index.strides());
     raise_bad("gather", read_index_value(static_cast<const int64_t*>(index.data_ptr()) + off, kInt64, stream), sd);
-  }
+  });
 }
 
 // ---- scatter ----------------------------------------------------------------------------------------
@@ -286,14 +286,14 @@ void scatter_cuda(const Tensor& self_r, const Tensor& index_r, const Tensor& src
       });
     });
   }
-  // The one synchronization (Note [Bad index flag]).
-  const unsigned long long bad = status.read()[0];
-  if (bad != 0) {
+  // Checked later, without waiting here (Note [Bad index flag]).
+  status.defer([index_r, sd, J, op, stream](uint64_t bad, uint64_t) {
+    if (bad == 0) return;
     const int64_t key = static_cast<int64_t>(~bad);
     const int64_t line = key / J, j = key % J;
     const int64_t off = host_offset(line, index_r.sizes(), index_r.strides()) + j * sd.index_stride;
     raise_bad(op, read_index_value(static_cast<const int64_t*>(index_r.data_ptr()) + off, kInt64, stream), sd);
-  }
+  });
 }
 
 }  // namespace

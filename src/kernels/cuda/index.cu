@@ -161,7 +161,7 @@ void index_cuda(const Tensor& out, const Tensor& self, const IndexPlan& plan) {
       });
     });
   }
-  raise_if_bad(plan, status.read()[0], stream);
+  status.defer([plan, stream](uint64_t word, uint64_t) { raise_if_bad(plan, word, stream); });
 }
 
 // ---- index_put --------------------------------------------------------------------------------------

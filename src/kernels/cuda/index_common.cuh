@@ -8,6 +8,7 @@
 // Tensors never have negative strides (as_strided and empty_strided refuse them), so every offset
 // here is non-negative and the largest one is sum((size - 1) * stride).
 #pragma once
+#include "runtime/cuda/deferred_check.h"
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -143,11 +144,12 @@ inline unsigned blocks_for(int64_t n) { return grid_for(n, kThreads); }
 // writing through it) and records it in a device word as ~key with atomicMax, so the word keeps the
 // smallest key (the first bad position in the kernel's order) and 0 means "none". A second word is
 // free for the entry's own use (index_put records there that its offsets are not strictly increasing).
-// At the end of the entry (or, for index_put, before the writes) the two words come back with one
-// small cudaMemcpyAsync and a cudaStreamSynchronize of the current stream: the one synchronization of
-// these entries, which the IndexError needs (the index values live on the device). The entry then
-// reads the bad value itself (one more small copy, on the error path only) and raises IndexError as
-// the CPU kernel does; what was written is in a tensor the op allocated and drops with the exception.
+// At the end of the entry the words go to defer(): Note [Deferred device checks]
+// (runtime/cuda/deferred_check.h) queues their copy to the host and raises the op's IndexError, as the
+// CPU kernel words it, at the next synchronization or checked op; nothing waits for the device here.
+// The closure reads the bad value itself (one small copy, on the error path only). index_put alone
+// still reads its words at once (read(): one synchronization), because its second word chooses how
+// the writes run.
 // While the stream is capturing a CUDA graph nothing may synchronize: the words are not allocated,
 // kernels get a null pointer, bad values are still skipped but not reported.
 class DeviceStatus {
@@ -160,6 +162,11 @@ class DeviceStatus {
     TS_CUDA_CHECK(cudaMemsetAsync(buf_.get(), 0, 2 * sizeof(unsigned long long), stream));
   }
   bool checking() const { return buf_.get() != nullptr; }
+  // Queues the check of the words; `raise` runs with them once they reach the host and throws on a
+  // bad index (Note [Deferred device checks]). The closure must own what it reads (tensors by value).
+  void defer(DeferredRaise raise) const {
+    if (checking()) defer_status_check(stream_, buf_.get(), std::move(raise));
+  }
   unsigned long long* dev() const { return static_cast<unsigned long long*>(buf_.get()); }
   // Waits for the stream and returns {bad word, second word}; the bad key is ~word when word != 0.
   std::array<unsigned long long, 2> read() const {

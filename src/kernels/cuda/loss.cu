@@ -19,10 +19,9 @@
 //    int64 too, computed once per vector, which costs nothing next to the memory traffic.
 //  * Bad targets: thread 0 of a row checks its target; one out of [0, C) that is not ignore_index is
 //    recorded in a device word (Note [Bad index flag], kernels/cuda/index_common.cuh, key = the row,
-//    so the first bad row is reported as on the CPU) and that row's loss is 0. The forward entry reads
-//    the word back at its end with one cudaMemcpyAsync and one cudaStreamSynchronize of the current
-//    stream (the targets live on the device, so raising IndexError needs it) and raises IndexError
-//    "cross_entropy: Target <v> is out of bounds.". While a CUDA graph is being captured there is no
+//    so the first bad row is reported as on the CPU) and that row's loss is 0. The forward entry hands
+//    the word to Note [Deferred device checks]: IndexError "cross_entropy: Target <v> is out of
+//    bounds." is raised at the next synchronization or checked op, with no wait here. While a CUDA graph is being captured there is no
 //    check (the word is not allocated). The backward trusts the targets the forward checked and gives
 //    a row with an out-of-range target a zero gradient.
 //  * Special values as the CPU kernel: a NaN logit makes its row NaN; a -inf logit adds nothing to s
@@ -271,13 +270,13 @@ void cross_entropy_forward_cuda(const Tensor& loss, const Tensor& lse, const Ten
   p.status = status.dev();
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "cross_entropy",
                                             [&]<class T>(TypeTag<T>) { launch_forward<T>(p, stream); });
-  // The one synchronization (Note [Bad index flag]).
-  const unsigned long long word = status.read()[0];
-  if (word != 0) {
+  // Checked later, without waiting here (Note [Bad index flag]).
+  status.defer([target, stream](uint64_t word, uint64_t) {
+    if (word == 0) return;
     const int64_t row = static_cast<int64_t>(~word);
-    const int64_t v = read_index_value(p.target + row, kInt64, stream);
+    const int64_t v = read_index_value(static_cast<const int64_t*>(target.data_ptr()) + row, kInt64, stream);
     TS_THROW(IndexError, "cross_entropy: Target ", v, " is out of bounds.");
-  }
+  });
 }
 
 void cross_entropy_backward_cuda(const Tensor& dx, const Tensor& grad, const Tensor& x, const Tensor& target,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/deferred_check.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda/graph_capture.h"
 #include "tessera/cuda.h"
@@ -106,6 +107,7 @@ void synchronize(int index) {
   CurrentDevice g(index);
   check_not_capturing("synchronize", current_raw_stream(index));
   TS_CUDA_CHECK(cudaDeviceSynchronize());
+  poll_deferred_checks();  // Note [Deferred device checks]
 }
 
 }  // namespace tessera::cuda

@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/cuda_backends.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/deferred_check.h"
 #include "runtime/cuda/cuda_stream.h"
 #include "runtime/cuda/graph_capture.h"
 #include "tessera/error.h"
@@ -83,6 +84,7 @@ void Stream::synchronize() const {
   check_not_capturing("Stream.synchronize", static_cast<cudaStream_t>(handle_));
   check_not_capturing("Stream.synchronize");
   TS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  poll_deferred_checks();  // Note [Deferred device checks]
 }
 
 StreamGuard::StreamGuard(const Stream& s) {
@@ -159,6 +161,7 @@ bool Event::query() const {
 void Event::synchronize() const {
   check_not_capturing("Event.synchronize");
   if (handle_) TS_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  poll_deferred_checks();  // Note [Deferred device checks]
 }
 
 float Event::elapsed_time(const Event& end) const {
