@@ -376,17 +376,14 @@ void launch_bwd(const Params& p, int64_t heads_total, cudaStream_t stream) {
   TS_CHECK(q_tiles <= 65535 && kv_tiles <= 65535 && heads_total <= 0x7fffffff, NotImplementedError, op,
            ": the GPU kernel takes at most 65535 * 64 query rows and keys and 2^31 - 1 heads, got ", p.q_len, ", ",
            p.kv_len, " and ", heads_total);
-  check_tensor_core_binary(reinterpret_cast<const void*>(attn_bwd_dkdv_kernel<T, D>), op);
+  prepare_kernel<attn_bwd_dkdv_kernel<T, D>>(C::kSmemDkdv, op);
+  prepare_kernel<attn_bwd_dq_kernel<T, D>>(C::kSmemDq, op);
   const int64_t rows = heads_total * p.q_len;
   attn_bwd_delta_kernel<T, D><<<grid_for(rows, 8, int64_t(1) << 31), 256, 0, stream>>>(p, rows);
   check_launch(op, "attn_bwd_delta_kernel");
-  TS_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dkdv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     C::kSmemDkdv));
   attn_bwd_dkdv_kernel<T, D><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(kv_tiles)), C::kThreads,
                                C::kSmemDkdv, stream>>>(p);
   check_launch(op, "attn_bwd_dkdv_kernel");
-  TS_CUDA_CHECK(
-      cudaFuncSetAttribute(attn_bwd_dq_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemDq));
   attn_bwd_dq_kernel<T, D><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(q_tiles)), C::kThreads,
                              C::kSmemDq, stream>>>(p);
   check_launch(op, "attn_bwd_dq_kernel");

@@ -34,6 +34,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -242,6 +243,20 @@ inline void check_tensor_core_binary(const void* kernel, const char* op) {
   TS_CHECK(attr.binaryVersion >= 80, NotImplementedError, op,
            ": the GPU kernel needs compute capability 8.0 or newer (mma.sync, ldmatrix, cp.async); the kernel "
            "binary for this GPU is for sm_", attr.binaryVersion);
+}
+
+// Once per kernel and device (the first launch; not again inside a graph capture): the binary check
+// above and the opt-in to more than 48 KiB of dynamic shared memory.
+template <auto Kernel>
+void prepare_kernel(int smem_bytes, const char* op) {
+  static std::atomic<uint64_t> done{0};  // bit d: device d is prepared (devices 0..63; others every time)
+  int dev = 0;
+  TS_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return;
+  check_tensor_core_binary(reinterpret_cast<const void*>(Kernel), op);
+  TS_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+  done.fetch_or(bit, std::memory_order_acq_rel);
 }
 
 }  // namespace tessera::cuda::attn

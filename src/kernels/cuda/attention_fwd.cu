@@ -230,9 +230,7 @@ void launch_fwd(const Params& p, int64_t heads_total, cudaStream_t stream) {
   TS_CHECK(m_tiles <= 65535 && heads_total <= 0x7fffffff, NotImplementedError,
            "flash_attention_forward: the GPU kernel takes at most 65535 * ", C::kBr,
            " query rows and 2^31 - 1 heads, got ", p.q_len, " rows and ", heads_total, " heads");
-  check_tensor_core_binary(reinterpret_cast<const void*>(attn_fwd_kernel<T, D, MT>), "flash_attention_forward");
-  TS_CUDA_CHECK(
-      cudaFuncSetAttribute(attn_fwd_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  prepare_kernel<attn_fwd_kernel<T, D, MT>>(C::kSmem, "flash_attention_forward");
   const dim3 grid(static_cast<unsigned>(heads_total), static_cast<unsigned>(m_tiles));
   attn_fwd_kernel<T, D, MT><<<grid, C::kThreads, C::kSmem, stream>>>(p);
   check_launch("flash_attention_forward", "attn_fwd_kernel");
