@@ -14,14 +14,15 @@
 //       S^T = K_w Q^T,  P^T = exp2(S^T scale log2(e) - lse log2(e)) (masked: 0),
 //       dV_w += P^T dO,  dP^T = V_w dO^T,  dS^T = P^T (dP^T - delta),  dK_w += dS^T Q;
 //     dK is scaled by `scale` once at the end. Causal: only the query tiles at or after the keys.
-//  3. attn_bwd_dq_kernel: one CTA per 64 query rows, 4 warps x 16 rows; K and V tiles of kBk keys
+//  3. attn_bwd_dq_kernel: one CTA per 128 query rows, 4 warps x 32 rows (two m-tiles, so that each
+//     K / V fragment feeds two products); K and V tiles of kBk keys
 //     stream through shared memory (double-buffered): S = Q_w K^T, P from lse, dP = dO_w V^T,
 //     dS = P (dP - delta), dQ_w += dS K; scaled at the end. Causal: only the KV tiles up to the
 //     diagonal. This recomputes S and dP once more than FlashAttention-2 (which adds dQ with float
 //     atomics from kernel 2): the price of determinism, about 7/5 of its matrix work.
 // P and dS are rounded to T for their products, as FlashAttention-2 does. Fragment layouts: Note [MMA
 // fragments] in attention_common.cuh.
-// Shared memory (D = 128 / 64): dkdv 70,144 / 56,320 bytes, dq 69,632 / 55,296 bytes.
+// Shared memory (D = 128 / 64): dkdv 70,144 / 56,320 bytes, dq 104,448 / 73,728 bytes.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/attention_kernel.h"
@@ -34,7 +35,8 @@ struct BwdCfg {
   static constexpr int kThreads = 128, kLds = D + 8;
   static constexpr int kBkv = 64;               // keys per dkdv CTA (4 warps x 16)
   static constexpr int kBq = D == 64 ? 64 : 32;  // query rows per dkdv step
-  static constexpr int kBm = 64;                // query rows per dq CTA (4 warps x 16)
+  static constexpr int kMT = 2;                 // m-tiles per warp in the dq kernel
+  static constexpr int kBm = 64 * kMT;          // query rows per dq CTA (4 warps x 16 kMT)
   static constexpr int kBk = D == 64 ? 64 : 32;  // keys per dq step
   static constexpr int kSmemDkdv = (2 * kBkv + 4 * kBq) * kLds * 2 + 4 * kBq * 4;
   static constexpr int kSmemDq = (2 * kBm + 4 * kBk) * kLds * 2;
@@ -240,22 +242,24 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
 #endif
 }
 
-template <class T, int D>
+// MT m-tiles (16 rows each) per warp: 2 lets each K / V fragment read from shared memory feed two
+// products (128-row CTAs); 1 is the plainer variant (64-row CTAs).
+template <class T, int D, int MT>
 __global__ void __launch_bounds__(128) attn_bwd_dq_kernel(const Params p) {
 #if TS_ATTN_SM80
   using C = BwdCfg<D>;
-  constexpr int kLds = C::kLds, kBm = C::kBm, kBk = C::kBk, NT = C::kThreads;
+  constexpr int kLds = C::kLds, kBm = 64 * MT, kBk = C::kBk, NT = C::kThreads;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* dos = qs + kBm * kLds;
-  T* ks = dos + kBm * kLds;      // 2 stages
-  T* vs = ks + 2 * kBk * kLds;   // 2 stages
+  T* ks = dos + kBm * kLds;     // 2 stages
+  T* vs = ks + 2 * kBk * kLds;  // 2 stages
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int bh = blockIdx.x, b = bh / p.heads, h = bh % p.heads;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * kBm;  // heaviest query tile first
-  const int ra = q0 + warp * 16 + g, rb = ra + 8;
+  const int wrow = warp * 16 * MT;                    // the warp's first row in the tile
   const T* kg = static_cast<const T*>(p.k) + b * p.k_sb + h * p.k_sh;
   const T* vg = static_cast<const T*>(p.v) + b * p.v_sb + h * p.v_sh;
   const int kv_end = p.causal ? min(p.kv_len, q0 + kBm) : p.kv_len;
@@ -270,15 +274,21 @@ __global__ void __launch_bounds__(128) attn_bwd_dq_kernel(const Params p) {
   load_tile<kBk, D, NT>(vs, vg, p.v_sn, min(kBk, p.kv_len), tid);
   cp_async_commit();
 
+  // lse (log2 units) and delta of this lane's rows: [mt][0] row g, [mt][1] row g + 8 of m-tile mt.
   const int64_t stat0 = static_cast<int64_t>(bh) * p.q_len;
-  const float lse2a = ra < p.q_len ? p.lse[stat0 + ra] * kLog2e : INFINITY;
-  const float lse2b = rb < p.q_len ? p.lse[stat0 + rb] * kLog2e : INFINITY;
-  const float dla = ra < p.q_len ? p.delta[stat0 + ra] : 0.f;
-  const float dlb = rb < p.q_len ? p.delta[stat0 + rb] : 0.f;
-
-  float dq[D / 8][4];
+  float lse2[MT][2], dl[MT][2];
+  float dq[MT][D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = q0 + wrow + mt * 16 + g + hf * 8;
+      lse2[mt][hf] = r < p.q_len ? p.lse[stat0 + r] * kLog2e : INFINITY;  // rows past L: P = 0
+      dl[mt][hf] = r < p.q_len ? p.delta[stat0 + r] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) dq[mt][i][0] = dq[mt][i][1] = dq[mt][i][2] = dq[mt][i][3] = 0.f;
+  }
 
   for (int j = 0; j < n_tiles; ++j) {
     const int st = j & 1;
@@ -298,72 +308,88 @@ __global__ void __launch_bounds__(128) attn_bwd_dq_kernel(const Params p) {
     const T* vt = vs + st * kBk * kLds;
     const int kv0 = j * kBk;
 
-    // S = Q_w K^T and dP = dO_w V^T (16 rows x kBk keys per warp).
-    float s[kBk / 8][4], dpm[kBk / 8][4];
+    // S = Q_w K^T and dP = dO_w V^T (16 MT rows x kBk keys per warp).
+    float s[MT][kBk / 8][4], dpm[MT][kBk / 8][4];
 #pragma unroll
-    for (int i = 0; i < kBk / 8; ++i) {
-      s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-      dpm[i][0] = dpm[i][1] = dpm[i][2] = dpm[i][3] = 0.f;
-    }
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kBk / 8; ++i) {
+        s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+        dpm[mt][i][0] = dpm[mt][i][1] = dpm[mt][i][2] = dpm[mt][i][3] = 0.f;
+      }
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t qa[4], da[4];
-      a_frag<kLds>(qa, qs, warp * 16, kk * 16, lane);
-      a_frag<kLds>(da, dos, warp * 16, kk * 16, lane);
+      uint32_t qa[MT][4], da[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a_frag<kLds>(qa[mt], qs, wrow + mt * 16, kk * 16, lane);
+        a_frag<kLds>(da[mt], dos, wrow + mt * 16, kk * 16, lane);
+      }
 #pragma unroll
       for (int np = 0; np < kBk / 16; ++np) {
         uint32_t bk[4], bv[4];
         b_frag_nk<kLds>(bk, kt, np * 16, kk * 16, lane);
-        mma<T>(s[2 * np], qa, bk[0], bk[1]);
-        mma<T>(s[2 * np + 1], qa, bk[2], bk[3]);
         b_frag_nk<kLds>(bv, vt, np * 16, kk * 16, lane);
-        mma<T>(dpm[2 * np], da, bv[0], bv[1]);
-        mma<T>(dpm[2 * np + 1], da, bv[2], bv[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<T>(s[mt][2 * np], qa[mt], bk[0], bk[1]);
+          mma<T>(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
+          mma<T>(dpm[mt][2 * np], da[mt], bv[0], bv[1]);
+          mma<T>(dpm[mt][2 * np + 1], da[mt], bv[2], bv[3]);
+        }
       }
     }
-    // dS = P (dP - delta), P from lse (masked: 0); rows past L have lse = +inf, so P = 0.
+    // dS = P (dP - delta), P from lse (masked: 0).
     const bool need_mask = kv0 + kBk > p.kv_len || (p.causal && kv0 + kBk - 1 > q0);
 #pragma unroll
-    for (int nt = 0; nt < kBk / 8; ++nt) {
+    for (int mt = 0; mt < MT; ++mt) {
+      const int ra = q0 + wrow + mt * 16 + g, rb = ra + 8;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool lo = e < 2;
-        float pv = exp2f(s[nt][e] * p.scale_log2 - (lo ? lse2a : lse2b));
-        if (need_mask) {
-          const int col = kv0 + nt * 8 + 2 * t4 + (e & 1);
-          if (col >= p.kv_len || (p.causal && col > (lo ? ra : rb))) pv = 0.f;
+      for (int nt = 0; nt < kBk / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int hf = e >> 1;
+          float pv = exp2f(s[mt][nt][e] * p.scale_log2 - lse2[mt][hf]);
+          if (need_mask) {
+            const int col = kv0 + nt * 8 + 2 * t4 + (e & 1);
+            if (col >= p.kv_len || (p.causal && col > (hf ? rb : ra))) pv = 0.f;
+          }
+          s[mt][nt][e] = pv * (dpm[mt][nt][e] - dl[mt][hf]);
         }
-        s[nt][e] = pv * (dpm[nt][e] - (lo ? dla : dlb));
       }
     }
-    // dQ_w += dS K.
+    // dQ_w += dS K (each K fragment feeds the MT m-tiles).
 #pragma unroll
     for (int kc = 0; kc < kBk / 16; ++kc) {
-      uint32_t sa[4];
-      c_to_a<T>(sa, s[2 * kc], s[2 * kc + 1]);
+      uint32_t sa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) c_to_a<T>(sa[mt], s[mt][2 * kc], s[mt][2 * kc + 1]);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bf[4];
         b_frag_kn<kLds>(bf, kt, kc * 16, dp * 16, lane);
-        mma<T>(dq[2 * dp], sa, bf[0], bf[1]);
-        mma<T>(dq[2 * dp + 1], sa, bf[2], bf[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<T>(dq[mt][2 * dp], sa[mt], bf[0], bf[1]);
+          mma<T>(dq[mt][2 * dp + 1], sa[mt], bf[2], bf[3]);
+        }
       }
     }
-    __syncthreads();
+    __syncthreads();  // the next iteration's copy overwrites this stage
   }
 
   T* dqg = static_cast<T*>(p.o) + static_cast<int64_t>(bh) * p.q_len * D;
-  if (ra < p.q_len) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(dqg + static_cast<int64_t>(ra) * D + dt * 8 + 2 * t4) =
-          pack2<T>(dq[dt][0] * p.scale, dq[dt][1] * p.scale);
-  }
-  if (rb < p.q_len) {
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(dqg + static_cast<int64_t>(rb) * D + dt * 8 + 2 * t4) =
-          pack2<T>(dq[dt][2] * p.scale, dq[dt][3] * p.scale);
+    for (int hf = 0; hf < 2; ++hf) {
+      const int r = q0 + wrow + mt * 16 + g + hf * 8;
+      if (r >= p.q_len) continue;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<uint32_t*>(dqg + static_cast<int64_t>(r) * D + dt * 8 + 2 * t4) =
+            pack2<T>(dq[mt][dt][2 * hf] * p.scale, dq[mt][dt][2 * hf + 1] * p.scale);
+    }
   }
 #endif
 }
@@ -377,14 +403,14 @@ void launch_bwd(const Params& p, int64_t heads_total, cudaStream_t stream) {
            ": the GPU kernel takes at most 65535 * 64 query rows and keys and 2^31 - 1 heads, got ", p.q_len, ", ",
            p.kv_len, " and ", heads_total);
   prepare_kernel<attn_bwd_dkdv_kernel<T, D>>(C::kSmemDkdv, op);
-  prepare_kernel<attn_bwd_dq_kernel<T, D>>(C::kSmemDq, op);
+  prepare_kernel<attn_bwd_dq_kernel<T, D, C::kMT>>(C::kSmemDq, op);
   const int64_t rows = heads_total * p.q_len;
   attn_bwd_delta_kernel<T, D><<<grid_for(rows, 8, int64_t(1) << 31), 256, 0, stream>>>(p, rows);
   check_launch(op, "attn_bwd_delta_kernel");
   attn_bwd_dkdv_kernel<T, D><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(kv_tiles)), C::kThreads,
                                C::kSmemDkdv, stream>>>(p);
   check_launch(op, "attn_bwd_dkdv_kernel");
-  attn_bwd_dq_kernel<T, D><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(q_tiles)), C::kThreads,
+  attn_bwd_dq_kernel<T, D, C::kMT><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(q_tiles)), C::kThreads,
                              C::kSmemDq, stream>>>(p);
   check_launch(op, "attn_bwd_dq_kernel");
 }
