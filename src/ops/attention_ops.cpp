@@ -43,9 +43,13 @@ bool rows_aligned(const Tensor& t) {
 // A detached alias of t in dtype d whose last dim is contiguous (16-byte aligned rows on the GPU).
 Tensor kernel_arg(const Tensor& t, DType d) {
   Tensor r = cast_to(t.detach(), d);
-  bool ok = r.size(-1) <= 1 || r.stride(-1) == 1;
-  if (ok && r.device().is_cuda()) ok = rows_aligned(r);
-  return ok ? r : r.contiguous();
+  if (r.size(-1) > 1 && r.stride(-1) != 1) r = r.contiguous();
+  if (r.device().is_cuda() && !rows_aligned(r)) {
+    r = r.contiguous();
+    // A contiguous tensor at a misaligned storage offset is its own contiguous(): copy it.
+    if (!rows_aligned(r)) r = r.clone();
+  }
+  return r;
 }
 
 // Validates q, k, v; returns the kernel parameters.
