@@ -8,7 +8,7 @@ oriented so that higher is better for tessera:
   bandwidth rows   tessera GB/s / device-copy GB/s (the copy measured in the same tessera run), target 0.90
                    (elementwise) or 0.85 (reductions);
   time rows        PyTorch ms / tessera ms (softmax, layer norm: 1.0; ResNet-50 convolutions: 0.95);
-  matmul rows      tessera TFLOP/s / PyTorch TFLOP/s, target 0.95;
+  matmul rows      tessera TFLOP/s / PyTorch TFLOP/s, target 0.95 (causal attention: 1.0);
   eager overhead   PyTorch us per op / tessera us per op, target 2.0 (tessera at most half of PyTorch's);
   allocation       0.5 us / tessera us per allocate-and-free, target 1.0.
 A row that raised on the tessera side (a kernel not there yet) has tessera null, "error", and meets false;
@@ -42,6 +42,11 @@ ROWS = {
     "layer_norm_fwd_bf16_16384x4096": ("layer_norm fwd bf16 16384x4096", "time", 1.0),
     "layer_norm_bwd_bf16_16384x4096": ("layer_norm bwd bf16 16384x4096", "time", 1.0),
     "rms_norm_fwd_bf16_16384x4096": ("rms_norm fwd bf16 16384x4096", "time", 1.0),
+    "attention_fwd_bf16_B16_H12_T1024_D64_causal": ("attention fwd bf16 B16 H12 T1024 D64 causal", "rate", 1.0),
+    "attention_fwd_bwd_bf16_B16_H12_T1024_D64_causal": ("attention fwd+bwd bf16 B16 H12 T1024 D64 causal", "rate", 1.0),
+    "attention_fwd_bf16_B8_H16_T2048_D128_causal": ("attention fwd bf16 B8 H16 T2048 D128 causal", "rate", 1.0),
+    "attention_fwd_bwd_bf16_B8_H16_T2048_D128_causal": ("attention fwd+bwd bf16 B8 H16 T2048 D128 causal", "rate",
+                                                        1.0),
     "cross_entropy_fwd_bwd_bf16_8192x50257": ("cross_entropy fwd+bwd bf16 8192x50257 (mean)", "time", 1.0),
     "matmul_bf16_8192": ("matmul bf16 8192^3", "rate", 0.95),
     "matmul_f32_tf32_8192": ("matmul f32 (TF32) 8192^3", "rate", 0.95),

@@ -1,5 +1,5 @@
 // CUDA micro-benchmarks (DESIGN.md "Performance method"): device copy bandwidth as the floor, then
-// elementwise, reductions, softmax / layer norm / RMS norm, cross-entropy, matmul, ResNet-50's convolutions and
+// elementwise, reductions, softmax / layer norm / RMS norm, causal attention, cross-entropy, matmul, ResNet-50's convolutions and
 // batch norm, eager op overhead and the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
 // same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
 //
@@ -243,6 +243,43 @@ void bench_norms() {
   });
 }
 
+// ---- causal attention (scaled_dot_product_attention, the flash path) ---------------------------------
+// q, k, v as GPT-2 makes them: (B, T, H, D) bfloat16 buffers seen as (B, H, T, D). FLOPs as
+// FlashAttention counts them: forward 4 B H T^2 D / 2 (two products, causal half), forward + backward
+// 3.5 times that (five products in the backward).
+void bench_attention() {
+  struct Shape4 {
+    int64_t b, h, t, d;
+  };
+  for (const Shape4& c : {Shape4{16, 12, 1024, 64}, Shape4{8, 16, 2048, 128}}) {
+    const std::string tag = "bf16_B" + std::to_string(c.b) + "_H" + std::to_string(c.h) + "_T" + std::to_string(c.t) +
+                            "_D" + std::to_string(c.d) + "_causal";
+    const double fwd_flops = 4.0 * c.b * c.h * double(c.t) * c.t * c.d / 2;
+    auto qkv = [&] {
+      std::vector<ts::Tensor> v;
+      for (int i = 0; i < 3; ++i) v.push_back(random({c.b, c.t, c.h, c.d}, ts::kBFloat16));
+      return v;
+    };
+    auto attend = [](const std::vector<ts::Tensor>& x) {
+      return ts::nn::functional::scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2),
+                                                              x[2].transpose(1, 2), std::nullopt, 0.0, true);
+    };
+    row("attention_fwd_" + tag, "TFLOP/s", [&] {
+      const std::vector<ts::Tensor> x = qkv();
+      ts::NoGradGuard g;
+      double ms = time_ms([&] { attend(x); });
+      return Result{fwd_flops / (ms * 1e-3) / 1e12, ms, ""};
+    });
+    row("attention_fwd_bwd_" + tag, "TFLOP/s", [&] {
+      std::vector<ts::Tensor> x = qkv();
+      for (ts::Tensor& t : x) t.requires_grad_();
+      const ts::Tensor gy = random({c.b, c.h, c.t, c.d}, ts::kBFloat16);
+      double ms = time_ms([&] { ts::autograd::grad({attend(x)}, x, {gy}); });
+      return Result{3.5 * fwd_flops / (ms * 1e-3) / 1e12, ms, ""};
+    });
+  }
+}
+
 // ---- cross-entropy on GPT-2's logits: (8192, 50257) bfloat16, mean, forward + backward -------------
 void bench_loss() {
   const int64_t r = 8192, c = 50257;
@@ -447,6 +484,7 @@ int main(int argc, char** argv) {
   bench_elementwise();
   bench_reductions();
   bench_norms();
+  bench_attention();
   bench_loss();
   bench_matmul();
   bench_conv();

@@ -177,6 +177,36 @@ def bench_norms():
     row("rms_norm_fwd_bf16_16384x4096", "ms", rms_fwd)
 
 
+def bench_attention():
+    # (B, T, H, D) bfloat16 buffers seen as (B, H, T, D), as GPT-2 makes them; FLOPs as in
+    # bench_cuda_micro.cpp (forward 4 B H T^2 D / 2, forward + backward 3.5 times that).
+    for b, h, t, d in ((16, 12, 1024, 64), (8, 16, 2048, 128)):
+        tag = f"bf16_B{b}_H{h}_T{t}_D{d}_causal"
+        fwd_flops = 4.0 * b * h * t * t * d / 2
+
+        def qkv(b=b, h=h, t=t, d=d):
+            return [rnd(b, t, h, d, dtype=torch.bfloat16) for _ in range(3)]
+
+        def attend(x):
+            return F.scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                                  is_causal=True)
+
+        def fwd(fwd_flops=fwd_flops):
+            x = qkv()
+            with torch.no_grad():
+                ms = median_ms(lambda: attend(x))
+            return fwd_flops / (ms * 1e-3) / 1e12, ms
+
+        def fwd_bwd(fwd_flops=fwd_flops, b=b, h=h, t=t, d=d):
+            x = [y.requires_grad_() for y in qkv()]
+            gy = rnd(b, h, t, d, dtype=torch.bfloat16)
+            ms = median_ms(lambda: torch.autograd.grad(attend(x), x, gy))
+            return 3.5 * fwd_flops / (ms * 1e-3) / 1e12, ms
+
+        row(f"attention_fwd_{tag}", "TFLOP/s", fwd)
+        row(f"attention_fwd_bwd_{tag}", "TFLOP/s", fwd_bwd)
+
+
 def bench_loss():
     r, c = 8192, 50257
 
@@ -332,6 +362,7 @@ def main():
     bench_elementwise()
     bench_reductions()
     bench_norms()
+    bench_attention()
     bench_loss()
     bench_matmul()
     bench_conv()

@@ -454,6 +454,23 @@ Device case_device() { return g_case_device; }
 CaseDevice::CaseDevice(Device d) : prev_(g_case_device) { g_case_device = d; }
 CaseDevice::~CaseDevice() { g_case_device = prev_; }
 
+// scaled_dot_product_attention, causal (top-left aligned when L != S): bfloat16 with head dim 64, so
+// that the GPU run takes the flash attention kernels and the CPU run the composite. The oracle computes
+// in float32 from the bfloat16 inputs (PyTorch 1.13 has no scaled_dot_product_attention).
+void attention(Builder& b) {
+  namespace F = nn::functional;
+  const testing::Tolerance tol{3e-2, 3e-2};  // scores and probabilities rounded to bfloat16 on the way
+  const char* expr =
+      "(torch.softmax((x[0].float() @ x[1].float().transpose(-2, -1) * 0.125).masked_fill("
+      "torch.ones(x[0].shape[-2], x[1].shape[-2], dtype=torch.bool).triu(1), float('-inf')), -1) @ x[2].float())"
+      ".bfloat16()";
+  const auto run = [](const V& x) { return V{F::scaled_dot_product_attention(x[0], x[1], x[2], std::nullopt, 0.0, true)}; };
+  b.add("scaled_dot_product_attention", "causal_bf16_d64",
+        {N({1, 2, 17, 64}, kBFloat16, 1), N({1, 2, 17, 64}, kBFloat16, 2), N({1, 2, 17, 64}, kBFloat16, 3)}, expr, run, tol);
+  b.add("scaled_dot_product_attention", "causal_bf16_d64_l5_s9",
+        {N({2, 1, 5, 64}, kBFloat16, 4), N({2, 1, 9, 64}, kBFloat16, 5), N({2, 1, 9, 64}, kBFloat16, 6)}, expr, run, tol);
+}
+
 std::vector<Case> all_cases() {
   Builder b;
   creation(b);
@@ -465,6 +482,7 @@ std::vector<Case> all_cases() {
   shape_ops(b);
   views_and_copies(b);
   normalization(b);
+  attention(b);
   return std::move(b.cases);
 }
 

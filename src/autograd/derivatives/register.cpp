@@ -28,7 +28,8 @@ void register_derivatives() {
   register_norm_derivatives();
   // family batch_norm
   register_batch_norm_derivatives();
-
+  // family attention
+  register_attention_derivatives();
 }
 
 }  // namespace tessera::autograd

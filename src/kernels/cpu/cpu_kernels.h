@@ -38,6 +38,7 @@ void register_loss();  // loss.cpp: cross-entropy fused with log_softmax
 void register_norm();
 // batch_norm.cpp: native_batch_norm
 void register_batch_norm();
+void register_attention();  // attention.cpp: flash attention (reference for the GPU kernels)
 void register_amp();  // amp.cpp: the gradient scaler's unscale and scale update
 
 void register_cpu_kernels();  // all of the above; called once at library start-up

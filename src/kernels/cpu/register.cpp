@@ -29,6 +29,7 @@ void register_cpu_kernels() {
   register_norm();  // family norm
   register_batch_norm();
   register_loss();
+  register_attention();
   register_amp();
 }
 

@@ -17,6 +17,7 @@ void register_cuda_kernels() {
   register_norm();
   register_batch_norm();
   register_loss();
+  register_attention();
   register_amp();
 }
 

@@ -1,0 +1,218 @@
+// GPU flash attention (ops/attention_ops.h, kernels/cuda/attention_*.cu) against the CPU flash
+// kernel in float64 on the same (rounded) inputs: float16 and bfloat16, head dims 64 and 128,
+// causal and not, ragged lengths (1, 63, 64, 65, 200 and L != S both ways), out and lse; the
+// backward's dq, dk, dv; GPT-2's transposed (B, T, H, D) views (no copy; bitwise equal to the
+// contiguous run) and misaligned storage (copied); a deterministic backward (two runs bitwise
+// equal); autograd through nn::functional::scaled_dot_product_attention, which takes the flash path;
+// the GPU's errors; and, named *Large*, tensors past 2^31 elements.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/test_util.h"
+#include "ops/attention_ops.h"
+#include "tessera/nn/functional.h"
+
+namespace ts = tessera;
+using namespace tessera::testing;
+
+namespace {
+
+struct Dims {
+  int64_t b, h, l, s, d;
+};
+
+// (B, H, N, D) test data in dtype `dt` on the GPU; `bthd`: stored as (B, N, H, D) and transposed.
+ts::Tensor input(int64_t b, int64_t h, int64_t n, int64_t d, ts::DType dt, uint64_t seed, bool bthd = false) {
+  if (bthd) return test_data({b, n, h, d}, dt, seed).reshape({b, n, h, d}).to("cuda").transpose(1, 2);
+  return test_data({b, h, n, d}, dt, seed).reshape({b, h, n, d}).to("cuda");
+}
+
+ts::Tensor f64(const ts::Tensor& t) { return t.cpu().to(ts::kFloat64); }
+
+// gpu (moved to the host, in float64) within tol of ref, atol raised to rel * max|ref| (sums of
+// many rounded terms).
+::testing::AssertionResult near(const ts::Tensor& gpu, const ts::Tensor& ref, double rtol, double rel) {
+  if (!gpu.is_cuda()) return ::testing::AssertionFailure() << "the result is not on the GPU";
+  const double m = ref.numel() > 0 ? ref.abs().max().item<double>() : 0.0;
+  return all_close(f64(gpu), ref, {rtol, std::max(1e-6, rel * m)});
+}
+
+// bfloat16 keeps 8 bits, float16 11: P and dS are rounded to them for the tensor-core products.
+double out_tol(ts::DType dt) { return dt == ts::kBFloat16 ? 2e-2 : 3e-3; }
+double grad_tol(ts::DType dt) { return dt == ts::kBFloat16 ? 3e-2 : 6e-3; }
+
+std::vector<Dims> ragged(int64_t d) {
+  return {{1, 1, 1, 1, d},   {2, 3, 63, 63, d}, {2, 3, 64, 64, d},  {1, 2, 65, 65, d}, {2, 2, 200, 200, d},
+          {1, 2, 64, 200, d}, {1, 2, 200, 65, d}, {1, 1, 1, 130, d}, {1, 1, 130, 1, d}};
+}
+
+std::string what(const Dims& c, ts::DType dt, bool causal) {
+  return ts::detail::str_cat(ts::dtype_name(dt), " B", c.b, " H", c.h, " L", c.l, " S", c.s, " D", c.d,
+                             causal ? " causal" : "");
+}
+
+}  // namespace
+
+TEST(CudaAttention, ForwardMatchesCpuFloat64) {
+  TS_REQUIRE_GPU();
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
+    for (int64_t d : {64, 128})
+      for (const Dims& c : ragged(d))
+        for (bool causal : {false, true}) {
+          const ts::Tensor q = input(c.b, c.h, c.l, c.d, dt, 1), k = input(c.b, c.h, c.s, c.d, dt, 2),
+                           v = input(c.b, c.h, c.s, c.d, dt, 3);
+          const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+          auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
+          auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), causal, scale);
+          ASSERT_EQ(out.dtype(), dt);
+          ASSERT_EQ(lse.dtype(), ts::kFloat32);
+          EXPECT_TRUE(out.is_contiguous());
+          EXPECT_TRUE(near(out, ro, out_tol(dt), out_tol(dt))) << what(c, dt, causal);
+          EXPECT_TRUE(near(lse, rl, 1e-4, 1e-5)) << "lse " << what(c, dt, causal);
+        }
+}
+
+TEST(CudaAttention, BackwardMatchesCpuFloat64) {
+  TS_REQUIRE_GPU();
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
+    for (int64_t d : {64, 128})
+      for (const Dims& c : ragged(d))
+        for (bool causal : {false, true}) {
+          const ts::Tensor q = input(c.b, c.h, c.l, c.d, dt, 4), k = input(c.b, c.h, c.s, c.d, dt, 5),
+                           v = input(c.b, c.h, c.s, c.d, dt, 6), g = input(c.b, c.h, c.l, c.d, dt, 7);
+          const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+          auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
+          auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, causal, scale);
+          auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), causal, scale);
+          auto [rq, rk, rv] = ts::flash_attention_backward(f64(g), f64(q), f64(k), f64(v), ro, rl, causal, scale);
+          EXPECT_TRUE(near(dq, rq, grad_tol(dt), grad_tol(dt))) << "dq " << what(c, dt, causal);
+          EXPECT_TRUE(near(dk, rk, grad_tol(dt), grad_tol(dt))) << "dk " << what(c, dt, causal);
+          EXPECT_TRUE(near(dv, rv, grad_tol(dt), grad_tol(dt))) << "dv " << what(c, dt, causal);
+        }
+}
+
+TEST(CudaAttention, TransposedViewsMatchContiguousBitwise) {
+  TS_REQUIRE_GPU();
+  for (int64_t d : {64, 128}) {
+    const int64_t b = 2, t = 77, h = 3;
+    const ts::Tensor q = input(b, h, t, d, ts::kBFloat16, 8, true), k = input(b, h, t, d, ts::kBFloat16, 9, true),
+                     v = input(b, h, t, d, ts::kBFloat16, 10, true), g = input(b, h, t, d, ts::kBFloat16, 11);
+    ASSERT_FALSE(q.is_contiguous());
+    auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.125);
+    auto [oc, lc] = ts::flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), true, 0.125);
+    EXPECT_TRUE(all_close(out.cpu(), oc.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(lse.cpu(), lc.cpu(), {0, 0})) << d;
+    auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.125);
+    auto [dq2, dk2, dv2] =
+        ts::flash_attention_backward(g, q.contiguous(), k.contiguous(), v.contiguous(), oc, lc, true, 0.125);
+    EXPECT_TRUE(all_close(dq.cpu(), dq2.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(dk.cpu(), dk2.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(dv.cpu(), dv2.cpu(), {0, 0})) << d;
+    // And against float64.
+    auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), true, 0.125);
+    EXPECT_TRUE(near(out, ro, out_tol(ts::kBFloat16), out_tol(ts::kBFloat16))) << d;
+  }
+}
+
+TEST(CudaAttention, MisalignedStorageIsCopied) {
+  TS_REQUIRE_GPU();
+  const int64_t b = 1, h = 2, l = 33, d = 64, n = b * h * l * d;
+  const ts::Tensor flat = test_data({n + 1}, ts::kFloat16, 12).to("cuda");
+  const ts::Tensor q = flat.narrow(0, 1, n).view({b, h, l, d});  // 2-byte offset: rows not 16-byte aligned
+  const ts::Tensor k = input(b, h, l, d, ts::kFloat16, 13), v = input(b, h, l, d, ts::kFloat16, 14);
+  auto [out, lse] = ts::flash_attention_forward(q, k, v, false, 0.125);
+  auto [oc, lc] = ts::flash_attention_forward(q.contiguous(), k, v, false, 0.125);
+  EXPECT_TRUE(all_close(out.cpu(), oc.cpu(), {0, 0}));
+}
+
+TEST(CudaAttention, BackwardIsDeterministic) {
+  TS_REQUIRE_GPU();
+  for (int64_t d : {64, 128}) {
+    const int64_t b = 2, h = 4, t = 333;
+    const ts::Tensor q = input(b, h, t, d, ts::kBFloat16, 15, true), k = input(b, h, t, d, ts::kBFloat16, 16, true),
+                     v = input(b, h, t, d, ts::kBFloat16, 17, true), g = input(b, h, t, d, ts::kBFloat16, 18);
+    auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.1);
+    auto [dq1, dk1, dv1] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.1);
+    auto [dq2, dk2, dv2] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.1);
+    EXPECT_TRUE(all_close(dq1.cpu(), dq2.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(dk1.cpu(), dk2.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(dv1.cpu(), dv2.cpu(), {0, 0})) << d;
+  }
+}
+
+TEST(CudaAttention, ScaledDotProductAttentionTakesTheFlashPath) {
+  TS_REQUIRE_GPU();
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat16}) {
+    const int64_t b = 2, t = 100, h = 3, d = 64;
+    ts::Tensor qb = test_data({b, t, h, d}, dt, 19).reshape({b, t, h, d}).to("cuda").requires_grad_();
+    ts::Tensor kb = test_data({b, t, h, d}, dt, 20).reshape({b, t, h, d}).to("cuda").requires_grad_();
+    ts::Tensor vb = test_data({b, t, h, d}, dt, 21).reshape({b, t, h, d}).to("cuda").requires_grad_();
+    const ts::Tensor g = input(b, h, t, d, dt, 22);
+    ts::Tensor out = ts::nn::functional::scaled_dot_product_attention(qb.transpose(1, 2), kb.transpose(1, 2),
+                                                                      vb.transpose(1, 2), std::nullopt, 0.0, true);
+    // The flash op's result, bitwise.
+    auto [fo, fl] = ts::flash_attention_forward(qb.detach().transpose(1, 2), kb.detach().transpose(1, 2),
+                                                vb.detach().transpose(1, 2), true, 0.125);
+    EXPECT_TRUE(all_close(out.cpu(), fo.cpu(), {0, 0})) << ts::dtype_name(dt);
+    out.backward(g);
+    // Against the composite's float64 gradients on the CPU.
+    ts::Tensor q2 = f64(qb.detach()).requires_grad_(), k2 = f64(kb.detach()).requires_grad_(),
+               v2 = f64(vb.detach()).requires_grad_();
+    ts::nn::functional::scaled_dot_product_attention(q2.transpose(1, 2), k2.transpose(1, 2), v2.transpose(1, 2),
+                                                     std::nullopt, 0.0, true)
+        .backward(f64(g));
+    EXPECT_TRUE(near(qb.grad(), q2.grad(), grad_tol(dt), grad_tol(dt))) << ts::dtype_name(dt);
+    EXPECT_TRUE(near(kb.grad(), k2.grad(), grad_tol(dt), grad_tol(dt))) << ts::dtype_name(dt);
+    EXPECT_TRUE(near(vb.grad(), v2.grad(), grad_tol(dt), grad_tol(dt))) << ts::dtype_name(dt);
+  }
+}
+
+TEST(CudaAttention, OtherCasesUseTheComposite) {
+  TS_REQUIRE_GPU();
+  // float32 and head dim 80 are not the flash kernel's; the functional API still answers.
+  for (auto [dt, d] : std::vector<std::pair<ts::DType, int64_t>>{{ts::kFloat32, 64}, {ts::kBFloat16, 80}}) {
+    const ts::Tensor q = input(1, 2, 9, d, dt, 23), k = input(1, 2, 9, d, dt, 24);
+    ts::Tensor out = ts::nn::functional::scaled_dot_product_attention(q, k, k, std::nullopt, 0.0, true);
+    const ts::Tensor ref =
+        ts::nn::functional::scaled_dot_product_attention(f64(q), f64(k), f64(k), std::nullopt, 0.0, true);
+    EXPECT_TRUE(near(out, ref, 2e-2, 2e-2)) << ts::dtype_name(dt) << " " << d;
+    EXPECT_THROW(ts::flash_attention_forward(q, k, k, true, 0.1), ts::NotImplementedError);
+  }
+  // 3-D inputs go through the flash path too.
+  const ts::Tensor q = input(1, 2, 9, 64, ts::kFloat16, 25), k = input(1, 2, 9, 64, ts::kFloat16, 26);
+  ts::Tensor out3 = ts::nn::functional::scaled_dot_product_attention(q.squeeze(0), k.squeeze(0), k.squeeze(0),
+                                                                     std::nullopt, 0.0, false);
+  EXPECT_EQ(out3.sizes(), ts::Shape({2, 9, 64}));
+  EXPECT_TRUE(all_close(out3.cpu(), std::get<0>(ts::flash_attention_forward(q, k, k, false, 0.125)).squeeze(0).cpu(),
+                        {0, 0}));
+}
+
+TEST(CudaAttention, DeviceErrors) {
+  TS_REQUIRE_GPU();
+  const ts::Tensor q = input(1, 1, 4, 64, ts::kBFloat16, 27);
+  EXPECT_THROW(ts::flash_attention_forward(q, q.cpu(), q, false, 1.0), ts::DeviceError);
+  auto [out, lse] = ts::flash_attention_forward(q, q, q, false, 1.0);
+  EXPECT_THROW(ts::flash_attention_backward(q, q, q, q, out, lse.cpu(), false, 1.0), ts::DeviceError);
+}
+
+TEST(CudaAttention, LargePast2e31Elements) {
+  TS_REQUIRE_GPU();
+  // (2^14, 8, 128, 128) bfloat16: 2^31 elements (4 GiB) per tensor; checks the last heads, whose
+  // offsets pass 2^31, against the CPU.
+  const int64_t b = 16384, h = 8, l = 128, d = 128;
+  const ts::TensorOptions o(ts::kBFloat16, ts::Device("cuda"));
+  const ts::Tensor q = ts::randn({b, h, l, d}, o), k = ts::randn({b, h, l, d}, o), v = ts::randn({b, h, l, d}, o);
+  auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.088);
+  auto [dq, dk, dv] = ts::flash_attention_backward(out, q, k, v, out, lse, true, 0.088);
+  const auto last = [&](const ts::Tensor& t) { return t.narrow(0, b - 1, 1); };
+  auto [ro, rl] = ts::flash_attention_forward(f64(last(q)), f64(last(k)), f64(last(v)), true, 0.088);
+  EXPECT_TRUE(near(last(out), ro, out_tol(ts::kBFloat16), out_tol(ts::kBFloat16)));
+  auto [rq, rk, rv] =
+      ts::flash_attention_backward(f64(last(out)), f64(last(q)), f64(last(k)), f64(last(v)), ro, rl, true, 0.088);
+  EXPECT_TRUE(near(last(dq), rq, grad_tol(ts::kBFloat16), grad_tol(ts::kBFloat16)));
+  EXPECT_TRUE(near(last(dk), rk, grad_tol(ts::kBFloat16), grad_tol(ts::kBFloat16)));
+  EXPECT_TRUE(near(last(dv), rv, grad_tol(ts::kBFloat16), grad_tol(ts::kBFloat16)));
+}
