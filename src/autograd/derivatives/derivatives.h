@@ -36,6 +36,8 @@ void register_loss_derivatives();  // loss.cpp: fused cross-entropy
 void register_norm_derivatives();
 // family batch_norm
 void register_batch_norm_derivatives();
+// fused linear-layer ops (fused.cpp): linear_gelu, linear_cross_entropy
+void register_fused_derivatives();
 
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }

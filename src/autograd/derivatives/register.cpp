@@ -28,6 +28,7 @@ void register_derivatives() {
   register_norm_derivatives();
   // family batch_norm
   register_batch_norm_derivatives();
+  register_fused_derivatives();
 
 }
 

@@ -30,6 +30,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <list>
 #include <memory>
 #include <optional>
@@ -186,7 +187,11 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
   return l;
 }
 
-std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void* bias) {
+bool uses_aux(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void* bias, const void* aux) {
   auto plan = std::make_unique<LtPlan>();
   TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, t.compute, t.scale));
   set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, key.trans_p ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -197,6 +202,11 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
       // The heuristic reads the bias pointer's alignment; each call sets its own pointer again.
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, int64_t(0));  // one bias for the batch
+    }
+    if (aux && uses_aux(key.epilogue)) {
+      // The pre-activation, laid out as X (ld_x); each call sets its own pointer again.
+      set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+      set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ld_x);
     }
   }
   // Stored dims: an operand read transposed is stored as its transpose.
@@ -230,13 +240,13 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
 // Per-thread LRU of plans (descriptors are host objects; a thread-private cache needs no lock).
 class PlanCache {
  public:
-  LtPlan* get(const LtKey& key, const LtTypes& t, const void* bias) {
+  LtPlan* get(const LtKey& key, const LtTypes& t, const void* bias, const void* aux) {
     auto it = index_.find(key);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second.get();
     }
-    lru_.emplace_front(key, make_plan(key, t, bias));
+    lru_.emplace_front(key, make_plan(key, t, bias, aux));
     index_[key] = lru_.begin();
     if (lru_.size() > kPlanCacheEntries) {
       index_.erase(lru_.back().first);
@@ -259,8 +269,10 @@ int64_t batch_stride(const Tensor& t) { return t.size(0) <= 1 ? 0 : t.stride(0);
 // c (B, m, n); c must be expressible (col_major of its last two dims, and for an epilogue with a bias,
 // X = C^T so that the bias runs along C's columns). Returns false, having run nothing, when cuBLASLt
 // offers no algorithm.
+// aux: the epilogue's auxiliary output (GELU_AUX*: the pre-activation, laid out as c), or null. For the
+// BGRAD* epilogues `bias` is the bias gradient, written.
 bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
-               cublasLtEpilogue_t epilogue, const Tensor& bias) {
+               cublasLtEpilogue_t epilogue, const Tensor& bias, void* aux = nullptr) {
   const int64_t B = c.size(0), m = c.size(1), n = c.size(2), k = a.size(2);
   const std::optional<ColMajor> xl = col_major(m, n, c.stride(1), c.stride(2));
   TS_CHECK(xl.has_value(), ValueError, "matmul: internal error: the result's strides ", c.strides(),
@@ -316,7 +328,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, 
     key.align_q = alignment_of(ch.q);
     key.align_x = alignment_of(ch.x);
     key.align_bias = bias_ptr ? alignment_of(bias_ptr) : 0;
-    ch.plan = t_plans.get(key, types, bias_ptr);
+    ch.plan = t_plans.get(key, types, bias_ptr, aux);
     if (!ch.plan->found) return false;
     chunks.push_back(ch);
   }
@@ -329,6 +341,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, 
   cudaStream_t stream = current_raw_stream(c.device().index());
   for (const Chunk& ch : chunks) {
     if (bias_ptr) set_desc(ch.plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+    if (aux) set_desc(ch.plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
     DataPtr ws;
     if (ch.plan->workspace > 0) ws = allocate_workspace(ch.plan->workspace);
     // beta == 0: cuBLASLt does not read C (NaN in it does not reach the result).
@@ -416,6 +429,67 @@ void gemm_bias_act(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   if (bias.defined()) c3.add_(bias);
   if (act == Activation::Relu) c3.relu_();
   if (act == Activation::Gelu) c3.copy_(c3.gelu("tanh"));
+}
+
+namespace {
+
+// The checks shared by the 2-D epilogue entries: CUDA, one floating dtype, c = a @ b shapes.
+void check_2d(const char* op, const Tensor& c, const Tensor& a, const Tensor& b,
+              std::initializer_list<const Tensor*> more) {
+  TS_CHECK(c.defined() && a.defined() && b.defined(), ValueError, op, ": c, a and b must be defined");
+  TS_CHECK(c.is_cuda(), DeviceError, op, ": expected CUDA tensors, got ", c.device().str());
+  TS_CHECK(is_floating_point(c.dtype()), DTypeError, op, ": expected a floating dtype, got ", dtype_name(c.dtype()));
+  for (const Tensor* t : {&a, &b}) {
+    TS_CHECK(t->device() == c.device(), DeviceError, op, ": expected all tensors on ", c.device().str(), ", got one on ",
+             t->device().str());
+    TS_CHECK(t->dtype() == c.dtype(), DTypeError, op, ": expected all tensors of dtype ", dtype_name(c.dtype()),
+             ", got ", dtype_name(t->dtype()));
+  }
+  for (const Tensor* t : more) {
+    if (!t->defined()) continue;
+    TS_CHECK(t->device() == c.device() && t->dtype() == c.dtype(), DTypeError, op,
+             ": expected every tensor on ", c.device().str(), " in ", dtype_name(c.dtype()));
+  }
+  TS_CHECK(c.dim() == 2 && a.dim() == 2 && b.dim() == 2 && a.size(0) == c.size(0) && b.size(1) == c.size(1) &&
+               a.size(1) == b.size(0),
+           ShapeError, op, ": a ", a.sizes(), " @ b ", b.sizes(), " does not give c ", c.sizes());
+}
+
+bool contiguous_rows(const Tensor& t) { return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) == t.size(1); }
+
+}  // namespace
+
+bool gemm_gelu_aux(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  const char* op = "linear_gelu";
+  check_2d(op, out, a, b, {&pre, &bias});
+  TS_CHECK(pre.sizes() == out.sizes(), ShapeError, op, ": expected pre of size ", out.sizes(), ", got ", pre.sizes());
+  const int64_t n = out.size(1);
+  if (bias.defined())
+    TS_CHECK(bias.dim() == 1 && bias.size(0) == n, ShapeError, op, ": expected a bias of size (", n, "), got ",
+             bias.sizes());
+  // X = out^T (n x m, ld n): the bias runs along X's rows; the aux buffer shares X's layout. cuBLASLt
+  // wants the aux leading dim a multiple of 8 and 16-byte aligned buffers; anything else falls back.
+  // At least 2 x 2, so that X is out^T (a single row or column has both layouts).
+  if (!contiguous_rows(out) || !contiguous_rows(pre) || n % 8 != 0 || out.size(0) < 2 || a.size(1) == 0)
+    return false;
+  if (alignment_of(out.data_ptr()) < 16 || alignment_of(pre.data_ptr()) < 16) return false;
+  CurrentDevice guard(out.device().index());
+  Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  const cublasLtEpilogue_t ep = bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1.0, 0.0, ep, bias_c, pre.data_ptr());
+}
+
+bool gemm_bgradb(const Tensor& c, const Tensor& bgrad, const Tensor& a, const Tensor& b) {
+  const char* op = "linear_backward";
+  check_2d(op, c, a, b, {&bgrad});
+  TS_CHECK(bgrad.dim() == 1 && bgrad.size(0) == c.size(0), ShapeError, op, ": expected a bias gradient of size (",
+           c.size(0), "), got ", bgrad.sizes());
+  // X = c^T = b^T a^T: the bias gradient runs along X's columns and reduces op(Q) = a^T over k.
+  // At least 2 x 2, so that X is c^T (a single row or column has both layouts).
+  if (!contiguous_rows(c) || !bgrad.is_contiguous() || c.size(0) < 2 || c.size(1) < 2 || a.size(1) == 0) return false;
+  if (alignment_of(bgrad.data_ptr()) < 16) return false;
+  CurrentDevice guard(c.device().index());
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), 1.0, 0.0, CUBLASLT_EPILOGUE_BGRADB, bgrad);
 }
 
 }  // namespace tessera::cuda

@@ -18,6 +18,7 @@ void register_cuda_kernels() {
   register_batch_norm();
   register_loss();
   register_amp();
+  register_fused();
 }
 
 }  // namespace tessera::cuda
