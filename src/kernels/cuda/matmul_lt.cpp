@@ -191,6 +191,11 @@ bool uses_aux(uint32_t epilogue) {
   return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 
+// The epilogues of the fused linear-layer ops (gemm_gelu_aux, gemm_bgradb): their bias (or bias
+// gradient) is in the data type, said explicitly, and a configuration cuBLASLt refuses with
+// INVALID_VALUE counts as "no algorithm" (the caller computes the composite).
+bool fused_layer_epilogue(uint32_t epilogue) { return uses_aux(epilogue) || epilogue == CUBLASLT_EPILOGUE_BGRADB; }
+
 std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void* bias, const void* aux) {
   auto plan = std::make_unique<LtPlan>();
   TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, t.compute, t.scale));
@@ -202,6 +207,8 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
       // The heuristic reads the bias pointer's alignment; each call sets its own pointer again.
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, int64_t(0));  // one bias for the batch
+      if (fused_layer_epilogue(key.epilogue))
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(t.data));
     }
     if (aux && uses_aux(key.epilogue)) {
       // The pre-activation, laid out as X (ld_x); each call sets its own pointer again.
@@ -230,6 +237,7 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), plan->op, plan->p, plan->q, plan->x,
                                                            plan->x, pref.get(), 1, &result, &count);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && count == 0)) return plan;
+  if (st == CUBLAS_STATUS_INVALID_VALUE && fused_layer_epilogue(key.epilogue)) return plan;
   TS_CUBLAS_CHECK(st);
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
