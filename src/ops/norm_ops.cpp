@@ -4,7 +4,8 @@
 // attrs.tensors (mean, rstd; rstd only for RMS norm), normalized_shape in attrs.ints and eps in
 // attrs.scalars. Kernels receive detached, contiguous aliases of the inputs in x's dtype: those
 // conversions are implementation and are not recorded. native_add_layer_norm records {x, residual,
-// weight, bias} -> {sum, y} with the same attrs.
+// weight, bias} -> {sum, y} with the same attrs plus weight and bias in attrs.tensors (its derivative
+// saves the output sum and no input: x and the residual are not kept alive for the backward).
 #include <string>
 
 #include "ops/autograd_hook.h"
@@ -166,7 +167,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x
   add_norm_forward_kernel(x.device(), sum, y, mean, rstd, xc, rc, w, b, NormParams{v.rows, v.cols, eps, false});
   if (should_record({&x, &residual, &weight, &bias}))
     record_op("native_add_layer_norm", {x, residual, weight, bias}, {sum, y},
-              norm_attrs(normalized_shape, eps, {mean, rstd}));
+              norm_attrs(normalized_shape, eps, {mean, rstd, weight, bias}));
   return {sum, y, mean, rstd};
 }
 

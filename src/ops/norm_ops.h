@@ -28,7 +28,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
 // The residual add fused with layer norm (Note [Add + layer norm] in ops/norm_kernel.h): sum = x +
 // residual (one dtype: their promotion; same sizes, no broadcasting) and y = layer_norm(sum) in one
 // pass. -> (sum, y, mean, rstd). Records "native_add_layer_norm" with inputs {x, residual, weight,
-// bias} and outputs {sum, y}.
+// bias}, outputs {sum, y}, attrs.tensors = {mean, rstd, weight, bias}.
 std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x, const Tensor& residual,
                                                                  const Shape& normalized_shape, const Tensor& weight,
                                                                  const Tensor& bias, double eps);

@@ -11,9 +11,11 @@
 //   dweight = sum over leading dims of dy * xhat,  dbias = sum over leading dims of dy
 // 16-bit inputs are differentiated in float32; the engine casts each gradient to its input's dtype.
 //
-// native_add_layer_norm (inputs {x, residual, weight, bias}, outputs {sum, y}, sum saved): x and
-// residual both get dsum = g_sum + the layer norm gradient of g_y over sum; the fused backward op adds
-// g_sum in the kernel. The composite path recomputes sum = x + residual from the saved inputs.
+// native_add_layer_norm (inputs {x, residual, weight, bias}, outputs {sum, y}; only the output sum
+// is saved, weight and bias come from attrs.tensors = {mean, rstd, weight, bias}): x and residual both
+// get dsum = g_sum + the layer norm gradient of g_y over sum; the fused backward op adds g_sum in the
+// kernel. The composite path differentiates through the saved sum, whose history (this node) carries
+// the second-order gradient on to x and residual.
 #include <array>
 #include <tuple>
 
@@ -97,19 +99,21 @@ V rms_norm_back(const BackwardContext& c, const V& g) {
 
 V add_layer_norm_back(const BackwardContext& c, const V& g) {
   const bool need_sum = needs(c, 0) || needs(c, 1);
+  const Tensor& sum = c.outputs[0];
+  const Tensor& weight = c.attrs.tensors.at(2);
+  const Tensor& bias = c.attrs.tensors.at(3);
   Tensor dsum, dw, db;
   if (is_grad_enabled()) {
-    const DType cd = compute_dtype(c.outputs[0].dtype());
-    const Tensor s = c.inputs[0].to(cd) + c.inputs[1].to(cd);
-    V d = composite_grads(s, c.inputs[2], g[1], c.attrs.ints, c.attrs.scalars.at(0).to_double(), false,
+    const DType cd = compute_dtype(sum.dtype());
+    V d = composite_grads(sum.to(cd), weight, g[1], c.attrs.ints, c.attrs.scalars.at(0).to_double(), false,
                           {need_sum, needs(c, 2), needs(c, 3)});
     if (need_sum) dsum = d[0] + g[0].to(cd);
     dw = d[1];
     db = d[2];
   } else {
     std::tie(dsum, dw, db) =
-        native_add_layer_norm_backward(g[1], g[0], c.outputs[0], c.attrs.ints, c.attrs.tensors.at(0),
-                                       c.attrs.tensors.at(1), c.inputs[2], c.inputs[3], {need_sum, needs(c, 2), needs(c, 3)});
+        native_add_layer_norm_backward(g[1], g[0], sum, c.attrs.ints, c.attrs.tensors.at(0), c.attrs.tensors.at(1),
+                                       weight, bias, {need_sum, needs(c, 2), needs(c, 3)});
   }
   return {needs(c, 0) ? dsum : Tensor(), needs(c, 1) ? dsum : Tensor(), dw, db};
 }
@@ -117,7 +121,7 @@ V add_layer_norm_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_norm_derivatives() {
-  register_derivative("native_add_layer_norm", {add_layer_norm_back, /*save_inputs=*/true, /*save_outputs=*/true});
+  register_derivative("native_add_layer_norm", {add_layer_norm_back, /*save_inputs=*/false, /*save_outputs=*/true});
   register_derivative("native_layer_norm", {layer_norm_back, true});
   register_derivative("native_rms_norm", {rms_norm_back, true});
 }
