@@ -425,7 +425,10 @@ void gemm_bias_act(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   if (k > 0) {
     Tensor target = writable_in_place(c3, true) ? c3 : make_empty(c3.sizes(), c3.dtype(), c3.device());
     Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
-    if (lt_matmul(a3, b3, target, 1.0, 0.0, epilogue_for(act, bias.defined()), bias_c)) {
+    // The bias runs along X's rows only where X = C^T: a single row or column (m or n == 1) is
+    // stored as X = C, and takes the unfused path.
+    const bool fusable = !bias.defined() || writable_in_place(target, true);
+    if (fusable && lt_matmul(a3, b3, target, 1.0, 0.0, epilogue_for(act, bias.defined()), bias_c)) {
       if (!target.is_same(c3)) c3.copy_(target);
       return;
     }
