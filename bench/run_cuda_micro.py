@@ -46,6 +46,8 @@ ROWS = {
     "add_layer_norm_fwd_bwd_bf16_16384x768": ("add + layer_norm fwd+bwd bf16 16384x768 (fused)", "time", 1.0),
     "linear_gelu_fwd_bwd_bf16_16384x768x3072": ("linear + gelu(tanh) fwd+bwd bf16 16384x768 @ 768x3072 (fused)",
                                                 "time", 1.0),
+    "mlp_gelu_fwd_bwd_bf16_16384x768x3072x768": ("GPT-2 MLP (c_fc, gelu(tanh), c_proj) fwd+bwd bf16 16384x768 (fused)",
+                                                 "time", 1.0),
     "linear_cross_entropy_fwd_bwd_bf16_16384x768x50257": (
         "linear + cross_entropy fwd+bwd bf16 16384x768, V=50257 (chunked, vs unfused)", "time", 1.0),
     "matmul_bf16_8192": ("matmul bf16 8192^3", "rate", 0.95),

@@ -285,6 +285,19 @@ void bench_fused() {
     });
     return Result{ms, ms, ""};
   });
+  row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w1 = ts::mul(random({f, c}, ts::kBFloat16), 1.0 / std::sqrt(double(c))).requires_grad_();
+    ts::Tensor b1 = random({f}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w2 = ts::mul(random({c, f}, ts::kBFloat16), 1.0 / std::sqrt(double(f))).requires_grad_();
+    ts::Tensor b2 = random({c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor gy = random({r, c}, ts::kBFloat16);
+    double ms = time_ms([&] {
+      ts::Tensor y = F::mlp_gelu(x, w1, b1, w2, b2);
+      ts::autograd::grad({y}, {x, w1, b1, w2, b2}, {gy});
+    });
+    return Result{ms, ms, ""};
+  });
   row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
     ts::Tensor w = ts::mul(random({v, c}, ts::kBFloat16), 0.02).requires_grad_();

@@ -218,6 +218,20 @@ def bench_fused():
         ms = median_ms(step)
         return ms, ms
 
+    def mlp():
+        x = rnd(r, c, dtype=bf).requires_grad_()
+        w1 = (rnd(f, c, dtype=bf) / math.sqrt(c)).requires_grad_()
+        b1 = rnd(f, dtype=bf).requires_grad_()
+        w2 = (rnd(c, f, dtype=bf) / math.sqrt(f)).requires_grad_()
+        b2 = rnd(c, dtype=bf).requires_grad_()
+        gy = rnd(r, c, dtype=bf)
+
+        def step():
+            y = F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2)
+            torch.autograd.grad(y, (x, w1, b1, w2, b2), gy)
+        ms = median_ms(step)
+        return ms, ms
+
     def lin_ce():
         x = rnd(r, c, dtype=bf).requires_grad_()
         w = (rnd(v, c, dtype=bf) * 0.02).requires_grad_()
@@ -230,6 +244,7 @@ def bench_fused():
 
     row("add_layer_norm_fwd_bwd_bf16_16384x768", "ms", add_ln)
     row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", lin_gelu)
+    row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", mlp)
     row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", lin_ce)
 
 

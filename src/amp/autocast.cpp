@@ -62,7 +62,7 @@ const std::unordered_map<std::string_view, CastPolicy>& policy_table() {
   static const std::unordered_map<std::string_view, CastPolicy> table = [] {
     std::unordered_map<std::string_view, CastPolicy> t;
     for (const char* op : {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "einsum", "conv1d", "conv2d",
-                           "conv_transpose2d", "scaled_dot_product_attention", "prelu", "linear_gelu",
+                           "conv_transpose2d", "scaled_dot_product_attention", "prelu", "linear_gelu", "mlp_gelu",
                            "linear_cross_entropy"})
       t.emplace(op, CastPolicy::LowerPrecision);
     for (const char* op :

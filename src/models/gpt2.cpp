@@ -161,9 +161,10 @@ std::tuple<Tensor, Tensor> add_ln(const Tensor& a, const Tensor& residual, nn::L
 }
 }  // namespace
 
-// c_fc and the GELU in one op (the GELU in the GEMM's epilogue on CUDA).
+// c_fc, GELU and c_proj in one op: on CUDA the GELU runs in c_fc's GEMM epilogue (linear_gelu) and its
+// derivative in the epilogue of c_proj's input-gradient GEMM.
 Tensor GPT2MLP::forward(Tensor x) {
-  return dropout(c_proj(nn::functional::linear_gelu(x, c_fc.weight, opt(c_fc.bias))));
+  return dropout(nn::functional::mlp_gelu(x, c_fc.weight, opt(c_fc.bias), c_proj.weight, opt(c_proj.bias)));
 }
 
 GPT2Block::GPT2Block(const GPT2Config& cfg)

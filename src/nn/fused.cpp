@@ -9,6 +9,11 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
   return tessera::linear_gelu(x, weight, bias);
 }
 
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
+                const std::optional<Tensor>& b2) {
+  return tessera::mlp_gelu(x, w1, b1, w2, b2);
+}
+
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index,
                             const std::string& reduction, int64_t chunk_rows) {
   return tessera::linear_cross_entropy(x, weight, target, ignore_index, reduction, chunk_rows);

@@ -7,6 +7,8 @@
 // classifier loss]).
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "ops/autocast_hook.h"
 #include "ops/autograd_hook.h"
@@ -23,6 +25,7 @@
 namespace tessera {
 
 KernelSlot<LinearGeluFn> linear_gelu_kernel("linear_gelu");
+KernelSlot<LinearDgeluBgradFn> linear_dgelu_bgrad_kernel("linear_dgelu_bgrad");
 KernelSlot<GeluTanhBackwardFn> gelu_tanh_backward_kernel("gelu_tanh_backward");
 KernelSlot<LinearWeightBiasGradFn> linear_weight_bias_grad_kernel("linear_weight_bias_grad");
 
@@ -83,6 +86,97 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
     record_op(op, {x, weight, bp ? *bp : kNoBias}, {y}, std::move(attrs));
   }
   return y;
+}
+
+namespace {
+
+// pre = x2 @ w^T + b and h = gelu_tanh(pre), both (M, N), through the slot where the device has it
+// (call with grad mode off; x2 (M, K), w, b contiguous).
+std::pair<Tensor, Tensor> pre_and_gelu(const Tensor& x2, const Tensor& w, const Tensor& b) {
+  const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
+  if (m > 0 && n > 0 && k > 0 && linear_gelu_kernel.has(x2.device().type())) {
+    Tensor h = make_empty({m, n}, x2.dtype(), x2.device());
+    Tensor pre = make_empty({m, n}, x2.dtype(), x2.device());
+    linear_gelu_kernel(x2.device(), h, pre, x2, w, b);
+    return {pre, h};
+  }
+  Tensor pre = linear(x2, w, b.defined() ? std::optional<Tensor>(b) : std::nullopt);
+  return {pre, gelu(pre, "tanh")};
+}
+
+}  // namespace
+
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
+                const std::optional<Tensor>& b2) {
+  const Tensor* b1p = b1 && b1->defined() ? &*b1 : nullptr;
+  const Tensor* b2p = b2 && b2->defined() ? &*b2 : nullptr;
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("mlp_gelu", {&x, &w1, b1p, &w2, b2p}); c) return mlp_gelu(c[0], c[1], c.opt(2), c[3], c.opt(4));
+  static const Tensor kNoBias;
+  const char* op = "mlp_gelu";
+  OpScope scope(op, {&x, &w1, b1p ? b1p : &kNoBias, &w2, b2p ? b2p : &kNoBias});
+  check_defined(op, x, "input");
+  check_defined(op, w1, "weight1");
+  check_defined(op, w2, "weight2");
+  check_same_device(op, {&x, &w1, b1p, &w2, b2p});
+  TS_CHECK(x.dim() >= 1, ShapeError, op, ": input must have at least 1 dim, got a 0-D tensor");
+  TS_CHECK(w1.dim() == 2 && w2.dim() == 2, ShapeError, op, ": expected matrix weights, got ", w1.sizes(), " and ",
+           w2.sizes());
+  TS_CHECK(is_floating_point(x.dtype()), DTypeError, op, ": expected a floating-point input, got ",
+           dtype_name(x.dtype()));
+  for (const Tensor* t : {&w1, b1p, &w2, b2p})
+    TS_CHECK(!t || t->dtype() == x.dtype(), DTypeError, op, ": expected the weights and biases in the input's dtype ",
+             dtype_name(x.dtype()), ", got ", dtype_name(t->dtype()));
+  const int64_t k = x.size(-1), n1 = w1.size(0), n2 = w2.size(0), m = numel_of(leading(x));
+  TS_CHECK(w1.size(1) == k && w2.size(1) == n1, ShapeError, op, ": shapes cannot be multiplied: input ", x.sizes(),
+           ", weight1 ", w1.sizes(), ", weight2 ", w2.sizes());
+  TS_CHECK(!b1p || (b1p->dim() == 1 && b1p->size(0) == n1), ShapeError, op, ": expected bias1 of size (", n1,
+           "), got ", b1p ? b1p->sizes() : Shape{});
+  TS_CHECK(!b2p || (b2p->dim() == 1 && b2p->size(0) == n2), ShapeError, op, ": expected bias2 of size (", n2,
+           "), got ", b2p ? b2p->sizes() : Shape{});
+  Shape out_shape = leading(x);
+  out_shape.push_back(n2);
+  const bool rec = should_record({&x, &w1, b1p, &w2, b2p});
+  Tensor y, pre, h;
+  {
+    NoRecordScope no_record;
+    const Tensor x2 = x.detach().reshape({m, k}).contiguous();
+    const Tensor b1c = b1p ? b1p->detach().contiguous() : Tensor();
+    std::tie(pre, h) = pre_and_gelu(x2, w1.detach().contiguous(), b1c);
+    y = linear(h, w2.detach(), b2p ? std::optional<Tensor>(b2p->detach()) : std::nullopt).view(out_shape);
+  }
+  if (rec) {
+    OpAttrs attrs;
+    attrs.tensors = {pre, h};
+    record_op(op, {x, w1, b1p ? *b1p : kNoBias, w2, b2p ? *b2p : kNoBias}, {y}, std::move(attrs));
+  }
+  return y;
+}
+
+std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2, const Tensor& pre, bool want_bias) {
+  const char* op = "linear_dgelu_bgrad";
+  OpScope scope(op, {&g, &w2, &pre});
+  check_defined(op, g, "grad");
+  check_defined(op, w2, "weight");
+  check_defined(op, pre, "pre");
+  check_same_device(op, {&g, &w2, &pre});
+  TS_CHECK(g.dim() == 2 && w2.dim() == 2 && pre.dim() == 2 && g.size(1) == w2.size(0) && pre.size(0) == g.size(0) &&
+               pre.size(1) == w2.size(1),
+           ShapeError, op, ": expected grad (M, N2), weight (N2, N1) and pre (M, N1), got ", g.sizes(), ", ",
+           w2.sizes(), " and ", pre.sizes());
+  TS_CHECK(is_floating_point(g.dtype()) && w2.dtype() == g.dtype() && pre.dtype() == g.dtype(), DTypeError, op,
+           ": expected grad, weight and pre of one floating dtype, got ", dtype_name(g.dtype()), ", ",
+           dtype_name(w2.dtype()), " and ", dtype_name(pre.dtype()));
+  NoRecordScope no_record;
+  const int64_t m = g.size(0), n2 = g.size(1), n1 = w2.size(1);
+  if (m > 0 && n1 > 0 && n2 > 0 && linear_dgelu_bgrad_kernel.has(g.device().type())) {
+    Tensor dpre = make_empty({m, n1}, g.dtype(), g.device());
+    Tensor db = want_bias ? make_empty({n1}, g.dtype(), g.device()) : Tensor();
+    linear_dgelu_bgrad_kernel(g.device(), dpre, db, g.contiguous(), w2.contiguous(), pre.contiguous());
+    return {dpre, db};
+  }
+  Tensor dpre = gelu_tanh_backward(mm(g, w2), pre);
+  return {dpre, want_bias ? sum(dpre, std::vector<int64_t>{0}) : Tensor()};
 }
 
 Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& pre) {

@@ -453,6 +453,10 @@ void normalization(Builder& b) {
   b.add("linear_gelu", "bias", {N({2, 5, 6}), N({8, 6}, kFloat32, 2), N({8}, kFloat32, 3)},
         "F.gelu(F.linear(x[0], x[1], x[2]), approximate='tanh')",
         [](const V& x) { return V{F::linear_gelu(x[0], x[1], x[2])}; }, red);
+  b.add("mlp_gelu", "biases", {N({2, 5, 6}), N({8, 6}, kFloat32, 2), N({8}, kFloat32, 3), N({4, 8}, kFloat32, 4),
+                               N({4}, kFloat32, 5)},
+        "F.linear(F.gelu(F.linear(x[0], x[1], x[2]), approximate='tanh'), x[3], x[4])",
+        [](const V& x) { return V{F::mlp_gelu(x[0], x[1], x[2], x[3], x[4])}; }, red);
   b.add("linear_cross_entropy", "mean_chunked", {N({9, 6}), N({11, 6}, kFloat32, 2), I({9}, 0, 11)},
         "F.cross_entropy(F.linear(x[0], x[1]), x[2])",
         [](const V& x) { return V{F::linear_cross_entropy(x[0], x[1], x[2], -100, "mean", 4)}; }, red);

@@ -2,7 +2,8 @@
 // inputs (in float64, then rounded to the dtype): add_layer_norm (the register kernels for N up to
 // 16384, the looped ones past that, 16-byte and element loads, a misaligned view), linear_gelu (the
 // cuBLASLt GELU_AUX epilogue where N % 8 == 0, the fallback elsewhere; 3-D inputs, no bias), the
-// bias gradient of linear from the weight-gradient GEMM (BGRADB), linear_cross_entropy over chunks
+// bias gradient of linear from the weight-gradient GEMM (BGRADB), mlp_gelu (the DGELU_BGRAD epilogue
+// in its backward), linear_cross_entropy over chunks
 // with ignored targets, under bfloat16 autocast too, and GPT-2's fused loss against its logits path.
 // Every dtype the ops take: float32, float16, bfloat16, float64.
 #include <algorithm>
@@ -192,6 +193,45 @@ TEST(CudaFused, LinearGeluMatchesComposite) {
         EXPECT_TRUE(near(g.dx, ref.dx, d, 2.0));
         EXPECT_TRUE(near(g.dw, ref.dw, d, 2.0));
         EXPECT_TRUE(near(g.db, ref.db, d, 2.0));
+      }
+    }
+  }
+}
+
+// mlp_gelu: linear(linear_gelu(x, w1, b1), w2, b2); the backward's DGELU_BGRAD epilogue where N1 % 8 == 0.
+TEST(CudaFused, MlpGeluMatchesComposite) {
+  TS_REQUIRE_GPU();
+  struct C {
+    ts::Shape x;
+    int64_t n1, n2;
+  };
+  for (const C& c : std::vector<C>{{{64, 96}, 128, 40}, {{2, 33, 40}, 64, 24}, {{33, 17}, 30, 9}, {{1, 24}, 16, 8},
+                                   {{512, 768}, 3072, 768}}) {
+    for (bool bias : {true, false}) {
+      const int64_t k = c.x.back();
+      const ts::Tensor x = test_data(c.x, ts::kFloat64, 25).reshape(c.x);
+      const ts::Tensor w1 = test_data({c.n1, k}, ts::kFloat64, 26).reshape({c.n1, k}) * (1.0 / std::sqrt(double(k)));
+      const ts::Tensor b1 = bias ? test_data({c.n1}, ts::kFloat64, 27) : ts::Tensor();
+      const ts::Tensor w2 = test_data({c.n2, c.n1}, ts::kFloat64, 28).reshape({c.n2, c.n1}) *
+                            (1.0 / std::sqrt(double(c.n1)));
+      const ts::Tensor b2 = bias ? test_data({c.n2}, ts::kFloat64, 29) : ts::Tensor();
+      ts::Shape ys(c.x.begin(), c.x.end() - 1);
+      ys.push_back(c.n2);
+      const ts::Tensor gy = test_data(ys, ts::kFloat64, 30).reshape(ys);
+      for (ts::DType d : kDtypes) {
+        SCOPED_TRACE(ts::detail::str_cat(c.x, " -> ", c.n1, " -> ", c.n2, " bias ", bias, " ", ts::dtype_name(d)));
+        auto run = [&](bool fused, const char* dev, ts::DType dt) {
+          ts::Tensor xx = leaf(on(x.to(d), dev, dt)), a = leaf(on(w1.to(d), dev, dt)), bb = leaf(on(on(b1, "cpu", d), dev, dt));
+          ts::Tensor w = leaf(on(w2.to(d), dev, dt)), b = leaf(on(on(b2, "cpu", d), dev, dt));
+          ts::Tensor y = fused ? F::mlp_gelu(xx, a, opt(bb), w, opt(b))
+                               : F::linear(F::gelu(F::linear(xx, a, opt(bb)), "tanh"), w, opt(b));
+          std::vector<ts::Tensor> out{y};
+          for (const ts::Tensor& t : grads_of({y}, {gy.to(d)}, {xx, a, bb, w, b})) out.push_back(t);
+          return out;
+        };
+        const auto g = run(true, "cuda", d);
+        const auto ref = run(false, "cpu", ts::kFloat64);
+        for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(near(g[i], ref[i], d, i == 0 ? 1.0 : 2.0)) << "output " << i;
       }
     }
   }

@@ -225,6 +225,67 @@ TEST(OpsFused, GeluTanhBackwardMatchesDerivative) {
   }
 }
 
+// ---- mlp_gelu -----------------------------------------------------------------------------------------
+
+std::vector<ts::Tensor> mlp(bool fused, const ts::Tensor& x0, const ts::Tensor& w10, const ts::Tensor& b10,
+                            const ts::Tensor& w20, const ts::Tensor& b20) {
+  ts::Tensor x = leaf(x0), w1 = leaf(w10), b1 = leaf(b10), w2 = leaf(w20), b2 = leaf(b20);
+  ts::Tensor y = fused ? F::mlp_gelu(x, w1, opt(b1), w2, opt(b2))
+                       : F::linear(F::gelu(F::linear(x, w1, opt(b1)), "tanh"), w2, opt(b2));
+  std::vector<ts::Tensor> out{y};
+  for (const ts::Tensor& g : grads_of({y}, {x, w1, b1, w2, b2}, 91)) out.push_back(g);
+  return out;
+}
+
+TEST(OpsFused, MlpGeluMatchesCompositeFloat64) {
+  for (const ts::Shape& xs : std::vector<ts::Shape>{{5, 7}, {2, 3, 7}, {7}, {0, 7}}) {
+    for (int biases = 0; biases < 4; ++biases) {
+      ts::Tensor x = test_data(xs, ts::kFloat64, 61).reshape(xs);
+      ts::Tensor w1 = test_data({9, 7}, ts::kFloat64, 62).reshape({9, 7}) * 0.3;
+      ts::Tensor b1 = biases & 1 ? test_data({9}, ts::kFloat64, 63) : ts::Tensor();
+      ts::Tensor w2 = test_data({4, 9}, ts::kFloat64, 64).reshape({4, 9}) * 0.3;
+      ts::Tensor b2 = biases & 2 ? test_data({4}, ts::kFloat64, 65) : ts::Tensor();
+      expect_close(mlp(true, x, w1, b1, w2, b2), mlp(false, x, w1, b1, w2, b2), {1e-10, 1e-10},
+                   ts::detail::str_cat("mlp_gelu ", xs, " biases ", biases));
+    }
+  }
+}
+
+TEST(OpsFused, MlpGeluGradcheckAutocastAndErrors) {
+  std::vector<ts::Tensor> in{test_data({2, 3, 4}, ts::kFloat64, 66).reshape({2, 3, 4}).requires_grad_(),
+                             (test_data({5, 4}, ts::kFloat64, 67).reshape({5, 4}) * 0.5).detach().requires_grad_(),
+                             test_data({5}, ts::kFloat64, 68).requires_grad_(),
+                             (test_data({3, 5}, ts::kFloat64, 69).reshape({3, 5}) * 0.5).detach().requires_grad_(),
+                             test_data({3}, ts::kFloat64, 70).requires_grad_()};
+  auto fn = [](const std::vector<ts::Tensor>& v) -> std::vector<ts::Tensor> {
+    return {F::mlp_gelu(v[0], v[1], v[2], v[3], v[4])};
+  };
+  std::string report;
+  EXPECT_TRUE(ts::autograd::gradcheck(fn, in, {}, &report)) << report;
+  report.clear();
+  EXPECT_TRUE(ts::autograd::gradgradcheck(fn, in, {}, &report)) << report;
+  {
+    ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
+    ts::Tensor y = F::mlp_gelu(ts::randn({3, 4}), ts::randn({5, 4}), ts::randn({5}), ts::randn({2, 5}), std::nullopt);
+    EXPECT_EQ(y.dtype(), ts::kBFloat16);
+  }
+  EXPECT_THROW(F::mlp_gelu(ts::randn({3, 4}), ts::randn({5, 4}), std::nullopt, ts::randn({2, 6}), std::nullopt),
+               ts::ShapeError);
+  EXPECT_THROW(F::mlp_gelu(ts::randn({3, 4}), ts::randn({5, 4}), ts::randn({4}), ts::randn({2, 5}), std::nullopt),
+               ts::ShapeError);
+  EXPECT_THROW(F::mlp_gelu(ts::randn({3, 4}), ts::randn({5, 4}), std::nullopt, ts::randn({2, 5}, ts::kFloat64),
+                           std::nullopt),
+               ts::DTypeError);
+  // The backward helper alone.
+  ts::Tensor g = test_data({6, 3}, ts::kFloat64, 71).reshape({6, 3});
+  ts::Tensor w2 = test_data({3, 8}, ts::kFloat64, 72).reshape({3, 8});
+  ts::Tensor pre = test_data({6, 8}, ts::kFloat64, 73).reshape({6, 8});
+  auto [dpre, db] = ts::linear_dgelu_bgrad(g, w2, pre, true);
+  ts::Tensor ref = ts::gelu_tanh_backward(ts::mm(g, w2), pre);
+  EXPECT_TRUE(all_close(dpre, ref, {1e-12, 1e-12}));
+  EXPECT_TRUE(all_close(db, ref.sum(0), {1e-12, 1e-12}));
+}
+
 // ---- linear's weight + bias gradient ------------------------------------------------------------
 
 TEST(OpsFused, LinearWeightBiasGradMatchesMmAndSum) {

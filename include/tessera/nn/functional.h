@@ -34,6 +34,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
 // gelu(linear(x, weight, bias), approximate = "tanh") as one op: on CUDA the GELU runs in the GEMM's
 // epilogue (cuBLASLt), which also keeps the pre-activation for the backward.
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+// linear(linear_gelu(x, w1, b1), w2, b2): a transformer MLP (no dropout) as one op; on CUDA the GELU's
+// derivative and b1's gradient come out of the epilogue of the GEMM that takes the gradient through w2.
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
+                const std::optional<Tensor>& b2);
 
 // ---- normalization ----------------------------------------------------------------------------
 // Normalizes over the trailing dims `normalized_shape`.

@@ -60,6 +60,39 @@ V linear_gelu_back(const BackwardContext& c, const V& g) {
   return out;
 }
 
+// mlp_gelu: inputs {x, w1, b1, w2, b2}, attrs.tensors = {pre, h}; g the gradient of y as (M, N2).
+V mlp_gelu_back(const BackwardContext& c, const V& g) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& w1 = c.inputs[1];
+  const Tensor& b1 = c.inputs[2];
+  const Tensor& w2 = c.inputs[3];
+  const int64_t k = w1.size(1), n2 = w2.size(0);
+  const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  const Tensor x2 = x.reshape({rows, k});
+  const Tensor g2 = g[0].reshape({rows, n2});
+  const bool need_pre = needs(c, 0) || needs(c, 1) || needs(c, 2);
+  V out(5);
+  Tensor dpre;
+  if (is_grad_enabled()) {
+    const DType cd = compute_dtype(x.dtype());
+    const Tensor pre = linear(x2, w1, b1.defined() ? std::optional<Tensor>(b1) : std::nullopt);
+    const Tensor h = gelu(pre, "tanh");
+    if (needs(c, 3)) out[3] = mm(g2.t(), h);
+    if (needs(c, 4)) out[4] = sum(g2, std::vector<int64_t>{0});
+    if (need_pre) dpre = gelu_tanh_grad_composite(mm(g2, w2).to(cd), pre.to(cd)).to(x.dtype());
+    if (needs(c, 2)) out[2] = sum(dpre, std::vector<int64_t>{0});
+  } else {
+    const Tensor& pre = c.attrs.tensors.at(0);
+    const Tensor& h = c.attrs.tensors.at(1);
+    const Tensor gd = g2.to(pre.dtype());
+    std::tie(out[3], out[4]) = linear_weight_bias_grad(gd, h, {needs(c, 3), needs(c, 4)});
+    if (need_pre) std::tie(dpre, out[2]) = linear_dgelu_bgrad(gd, w2, pre, needs(c, 2));
+  }
+  if (needs(c, 0)) out[0] = mm(dpre, w1).reshape(x.sizes());
+  if (needs(c, 1)) out[1] = mm(dpre.t(), x2);
+  return out;
+}
+
 // The gradient of the loss in x and weight with tessera ops (create_graph).
 V linear_cross_entropy_composite(const BackwardContext& c, const Tensor& g) {
   const Tensor& x = c.inputs[0];
@@ -96,6 +129,7 @@ V linear_cross_entropy_back(const BackwardContext& c, const V& g) {
 
 void register_fused_derivatives() {
   register_derivative("linear_gelu", {linear_gelu_back, /*save_inputs=*/true});
+  register_derivative("mlp_gelu", {mlp_gelu_back, /*save_inputs=*/true});
   register_derivative("linear_cross_entropy", {linear_cross_entropy_back, /*save_inputs=*/true});
 }
 

@@ -4,6 +4,9 @@
 //    does not apply, the GEMM with the bias epilogue into pre, then the gelu op.
 //  * gelu_tanh_backward: dpre = grad * gelu_tanh'(pre), one elementwise pass over contiguous (M, N)
 //    (16-byte loads where aligned), computed in float (double for float64), rounded once.
+//  * linear_dgelu_bgrad: dpre = (g @ w2) * gelu_tanh'(pre) with c_fc's bias gradient, from one GEMM with
+//    the DGELU_BGRAD epilogue (gemm_dgelu_bgrad); where it does not apply, the GEMM, then the kernel
+//    above and a row-sum reduction.
 //  * linear_weight_bias_grad: dW = g^T x with db = the row sums of g from the same GEMM (BGRADB
 //    epilogue, gemm_bgradb); where cuBLASLt offers no algorithm, the GEMM and a row-sum reduction.
 // The cuBLASLt GELU is the tanh approximation: the same function as gelu(approximate = "tanh").
@@ -13,6 +16,7 @@
 #include "kernels/cuda/reduce_common.cuh"
 #include "ops/fused_kernel.h"
 #include "ops/gemm_kernel.h"
+#include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
 
 namespace tessera::cuda {
@@ -104,6 +108,17 @@ void linear_gelu_cuda(const Tensor& out, const Tensor& pre, const Tensor& x, con
   Tensor(out).copy_(gelu(pre, "tanh"));
 }
 
+void linear_dgelu_bgrad_cuda(const Tensor& dpre, const Tensor& dbias, const Tensor& g, const Tensor& w2,
+                             const Tensor& pre) {
+  CurrentDevice guard(g.device().index());
+  if (gemm_dgelu_bgrad(dpre, dbias, g, w2, pre)) return;
+  // No fused algorithm: dh = g @ w2, then the elementwise GELU derivative and the row sum.
+  Tensor dh = make_empty(dpre.sizes(), dpre.dtype(), dpre.device());
+  gemm_lt(GemmParams{g.unsqueeze(0), w2.unsqueeze(0), dh.unsqueeze(0), 1, 0});
+  gelu_tanh_backward_cuda(dpre, dh, pre);
+  if (dbias.defined()) Tensor(dbias).copy_(sum(dpre, std::vector<int64_t>{0}));
+}
+
 void linear_weight_bias_grad_cuda(const Tensor& dw, const Tensor& db, const Tensor& g, const Tensor& x) {
   CurrentDevice guard(g.device().index());
   if (gemm_bgradb(dw, db, g.t(), x)) return;
@@ -115,6 +130,7 @@ void linear_weight_bias_grad_cuda(const Tensor& dw, const Tensor& db, const Tens
 
 void register_fused() {
   linear_gelu_kernel.set(DeviceType::CUDA, &linear_gelu_cuda);
+  linear_dgelu_bgrad_kernel.set(DeviceType::CUDA, &linear_dgelu_bgrad_cuda);
   gelu_tanh_backward_kernel.set(DeviceType::CUDA, &gelu_tanh_backward_cuda);
   linear_weight_bias_grad_kernel.set(DeviceType::CUDA, &linear_weight_bias_grad_cuda);
 }

@@ -188,10 +188,11 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
 }
 
 bool uses_aux(uint32_t epilogue) {
-  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_DGELU || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 
-// The epilogues of the fused linear-layer ops (gemm_gelu_aux, gemm_bgradb): their bias (or bias
+// The epilogues of the fused linear-layer ops (gemm_gelu_aux, gemm_dgelu_bgrad, gemm_bgradb): their bias (or bias
 // gradient) is in the data type, said explicitly, and a configuration cuBLASLt refuses with
 // INVALID_VALUE counts as "no algorithm" (the caller computes the composite).
 bool fused_layer_epilogue(uint32_t epilogue) { return uses_aux(epilogue) || epilogue == CUBLASLT_EPILOGUE_BGRADB; }
@@ -277,8 +278,8 @@ int64_t batch_stride(const Tensor& t) { return t.size(0) <= 1 ? 0 : t.stride(0);
 // c (B, m, n); c must be expressible (col_major of its last two dims, and for an epilogue with a bias,
 // X = C^T so that the bias runs along C's columns). Returns false, having run nothing, when cuBLASLt
 // offers no algorithm.
-// aux: the epilogue's auxiliary output (GELU_AUX*: the pre-activation, laid out as c), or null. For the
-// BGRAD* epilogues `bias` is the bias gradient, written.
+// aux: the epilogue's auxiliary buffer, laid out as c (GELU_AUX*: the pre-activation, written; DGELU*:
+// the pre-activation, read), or null. For the BGRAD epilogues `bias` is the bias gradient, written.
 bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
                cublasLtEpilogue_t epilogue, const Tensor& bias, void* aux = nullptr) {
   const int64_t B = c.size(0), m = c.size(1), n = c.size(2), k = a.size(2);
@@ -488,6 +489,26 @@ bool gemm_gelu_aux(const Tensor& out, const Tensor& pre, const Tensor& a, const 
   Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
   const cublasLtEpilogue_t ep = bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
   return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1.0, 0.0, ep, bias_c, pre.data_ptr());
+}
+
+bool gemm_dgelu_bgrad(const Tensor& dpre, const Tensor& dbias, const Tensor& a, const Tensor& b, const Tensor& pre) {
+  const char* op = "linear_dgelu_bgrad";
+  check_2d(op, dpre, a, b, {&pre, &dbias});
+  TS_CHECK(pre.sizes() == dpre.sizes(), ShapeError, op, ": expected pre of size ", dpre.sizes(), ", got ", pre.sizes());
+  const int64_t n = dpre.size(1);
+  if (dbias.defined())
+    TS_CHECK(dbias.dim() == 1 && dbias.size(0) == n, ShapeError, op, ": expected a bias gradient of size (", n,
+             "), got ", dbias.sizes());
+  // X = dpre^T (n x m, ld n): the bias gradient runs along X's rows (reduced over m); the aux input shares
+  // X's layout (ld a multiple of 8). At least 2 x 2 so that X is dpre^T.
+  if (!contiguous_rows(dpre) || !contiguous_rows(pre) || n % 8 != 0 || dpre.size(0) < 2 || a.size(1) == 0)
+    return false;
+  if (alignment_of(dpre.data_ptr()) < 16 || alignment_of(pre.data_ptr()) < 16) return false;
+  if (dbias.defined() && (!dbias.is_contiguous() || alignment_of(dbias.data_ptr()) < 16)) return false;
+  CurrentDevice guard(dpre.device().index());
+  const cublasLtEpilogue_t ep = dbias.defined() ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), dpre.unsqueeze(0), 1.0, 0.0, ep, dbias,
+                   const_cast<void*>(pre.data_ptr()));
 }
 
 bool gemm_bgradb(const Tensor& c, const Tensor& bgrad, const Tensor& a, const Tensor& b) {

@@ -28,6 +28,13 @@ void gemm_bias_act(const Tensor& out, const Tensor& a, const Tensor& b, const Te
 // no algorithm: the caller then computes the composite. Raises for inconsistent arguments.
 bool gemm_gelu_aux(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias);
 
+// The DGELU(_BGRAD) epilogue: dpre = (a @ b) * gelu_tanh'(pre) and, when dbias is defined, dbias[j] =
+// sum_i dpre[i, j], in one cuBLASLt call reading the pre-activation (gemm_gelu_aux's aux output) as its
+// auxiliary input: the backward of a GELU in front of a linear layer, with a = that layer's output
+// gradient and b its weight. a (m, k), b (k, n) any strides; dpre and pre (m, n) contiguous; dbias (n).
+// Returns false, having run nothing, where the epilogue does not apply (as gemm_gelu_aux).
+bool gemm_dgelu_bgrad(const Tensor& dpre, const Tensor& dbias, const Tensor& a, const Tensor& b, const Tensor& pre);
+
 // The BGRADB epilogue: c = a @ b together with bgrad[i] = sum_j a[i, j] (the sums of a over the
 // reduction dim), as the weight gradient of a linear layer, dW = g^T @ x, gives the bias gradient
 // db = sum over rows of g: gemm_bgradb(dW, db, g.t(), x). c (m, n) contiguous; bgrad (m) contiguous.
