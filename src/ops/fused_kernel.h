@@ -14,6 +14,7 @@ namespace tessera {
 
 // pre (M, N) = x @ w^T + b, out (M, N) = gelu_tanh(pre): x (M, K) contiguous, w (N, K) contiguous,
 // b (N) contiguous or undefined. gelu_tanh(v) = 0.5 v (1 + tanh(sqrt(2 / pi) (v + 0.044715 v^3))).
+// pre may be undefined (no backward will read it): then only out is written.
 using LinearGeluFn = void(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b);
 
 // dpre (M, N) = grad * gelu_tanh'(pre); grad and pre (M, N) contiguous. Any M * N (past 2^31 too).

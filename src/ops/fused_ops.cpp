@@ -37,6 +37,25 @@ Shape leading(const Tensor& x) { return Shape(x.sizes().begin(), x.sizes().end()
 
 }  // namespace
 
+namespace {
+
+// pre = x2 @ w^T + b and h = gelu_tanh(pre), both (M, N), through the slot where the device has it
+// (call with grad mode off; x2 (M, K), w, b contiguous). Without keep_pre the slot need not write
+// the pre-activation (no backward will read it) and pre may come back undefined.
+std::pair<Tensor, Tensor> pre_and_gelu(const Tensor& x2, const Tensor& w, const Tensor& b, bool keep_pre) {
+  const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
+  if (m > 0 && n > 0 && k > 0 && linear_gelu_kernel.has(x2.device().type())) {
+    Tensor h = make_empty({m, n}, x2.dtype(), x2.device());
+    Tensor pre = keep_pre ? make_empty({m, n}, x2.dtype(), x2.device()) : Tensor();
+    linear_gelu_kernel(x2.device(), h, pre, x2, w, b);
+    return {pre, h};
+  }
+  Tensor pre = linear(x2, w, b.defined() ? std::optional<Tensor>(b) : std::nullopt);
+  return {pre, gelu(pre, "tanh")};
+}
+
+}  // namespace
+
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
   if (autocast_pending()) [[unlikely]]
@@ -70,14 +89,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
     const Tensor x2 = x.detach().reshape({m, k}).contiguous();
     const Tensor w = weight.detach().contiguous();
     const Tensor b = bp ? bp->detach().contiguous() : Tensor();
-    if (m > 0 && n > 0 && k > 0 && linear_gelu_kernel.has(x.device().type())) {
-      y = make_empty({m, n}, x.dtype(), x.device());
-      pre = make_empty({m, n}, x.dtype(), x.device());
-      linear_gelu_kernel(x.device(), y, pre, x2, w, b);
-    } else {
-      pre = linear(x2, w, bp ? std::optional<Tensor>(b) : std::nullopt);
-      y = gelu(pre, "tanh");
-    }
+    std::tie(pre, y) = pre_and_gelu(x2, w, b, rec);
     y = y.view(out_shape);
   }
   if (rec) {
@@ -87,24 +99,6 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
   }
   return y;
 }
-
-namespace {
-
-// pre = x2 @ w^T + b and h = gelu_tanh(pre), both (M, N), through the slot where the device has it
-// (call with grad mode off; x2 (M, K), w, b contiguous).
-std::pair<Tensor, Tensor> pre_and_gelu(const Tensor& x2, const Tensor& w, const Tensor& b) {
-  const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
-  if (m > 0 && n > 0 && k > 0 && linear_gelu_kernel.has(x2.device().type())) {
-    Tensor h = make_empty({m, n}, x2.dtype(), x2.device());
-    Tensor pre = make_empty({m, n}, x2.dtype(), x2.device());
-    linear_gelu_kernel(x2.device(), h, pre, x2, w, b);
-    return {pre, h};
-  }
-  Tensor pre = linear(x2, w, b.defined() ? std::optional<Tensor>(b) : std::nullopt);
-  return {pre, gelu(pre, "tanh")};
-}
-
-}  // namespace
 
 Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
                 const std::optional<Tensor>& b2) {
@@ -142,7 +136,7 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
     NoRecordScope no_record;
     const Tensor x2 = x.detach().reshape({m, k}).contiguous();
     const Tensor b1c = b1p ? b1p->detach().contiguous() : Tensor();
-    std::tie(pre, h) = pre_and_gelu(x2, w1.detach().contiguous(), b1c);
+    std::tie(pre, h) = pre_and_gelu(x2, w1.detach().contiguous(), b1c, rec);
     y = linear(h, w2.detach(), b2p ? std::optional<Tensor>(b2p->detach()) : std::nullopt).view(out_shape);
   }
   if (rec) {

@@ -190,6 +190,11 @@ TEST(CudaFused, LinearGeluMatchesComposite) {
         const LinOut g = lin(true, true, "cuda", d, x, w, b, gy);
         const LinOut ref = lin(false, true, "cpu", ts::kFloat64, x.to(d), w.to(d), on(b, "cpu", d), gy.to(d));
         EXPECT_TRUE(near(g.y, ref.y, d));
+        {
+          ts::NoGradGuard no_grad;  // nothing recorded: the GELU_BIAS epilogue, no pre-activation kept
+          EXPECT_TRUE(near(F::linear_gelu(on(x.to(d), "cuda", d), on(w.to(d), "cuda", d), opt(on(on(b, "cpu", d), "cuda", d))),
+                           ref.y, d));
+        }
         EXPECT_TRUE(near(g.dx, ref.dx, d, 2.0));
         EXPECT_TRUE(near(g.dw, ref.dw, d, 2.0));
         EXPECT_TRUE(near(g.db, ref.db, d, 2.0));

@@ -102,6 +102,10 @@ void gelu_tanh_backward_cuda(const Tensor& dpre, const Tensor& grad, const Tenso
 
 void linear_gelu_cuda(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& b) {
   CurrentDevice guard(x.device().index());
+  if (!pre.defined()) {  // inference: the GELU_BIAS epilogue, no pre-activation written
+    gemm_bias_act(out, x, w.t(), b, Activation::Gelu);
+    return;
+  }
   if (gemm_gelu_aux(out, pre, x, w.t(), b)) return;
   // No fused algorithm: pre = x W^T + b (bias epilogue), then the gelu op.
   gemm_bias_act(pre, x, w.t(), b, Activation::None);
