@@ -176,7 +176,8 @@ TEST(CudaFused, LinearGeluMatchesComposite) {
     int64_t n;
   };
   // N % 8 == 0: the GELU_AUX epilogue; N = 30 and a single row: the unfused fallback.
-  for (const C& c : std::vector<C>{{{64, 96}, 128}, {{2, 33, 40}, 64}, {{33, 17}, 30}, {{1, 24}, 16}, {{256, 768}, 3072}}) {
+  const std::vector<C> cases{{{64, 96}, 128}, {{2, 33, 40}, 64}, {{33, 17}, 30}, {{1, 24}, 16}, {{256, 768}, 3072}};
+  for (const C& c : cases) {
     for (bool bias : {true, false}) {
       const int64_t k = c.x.back();
       const ts::Tensor x = test_data(c.x, ts::kFloat64, 21).reshape(c.x);
@@ -192,8 +193,8 @@ TEST(CudaFused, LinearGeluMatchesComposite) {
         EXPECT_TRUE(near(g.y, ref.y, d));
         {
           ts::NoGradGuard no_grad;  // nothing recorded: the GELU_BIAS epilogue, no pre-activation kept
-          EXPECT_TRUE(near(F::linear_gelu(on(x.to(d), "cuda", d), on(w.to(d), "cuda", d), opt(on(on(b, "cpu", d), "cuda", d))),
-                           ref.y, d));
+          const ts::Tensor bd = on(on(b, "cpu", d), "cuda", d);
+          EXPECT_TRUE(near(F::linear_gelu(on(x.to(d), "cuda", d), on(w.to(d), "cuda", d), opt(bd)), ref.y, d));
         }
         EXPECT_TRUE(near(g.dx, ref.dx, d, 2.0));
         EXPECT_TRUE(near(g.dw, ref.dw, d, 2.0));
@@ -226,7 +227,8 @@ TEST(CudaFused, MlpGeluMatchesComposite) {
       for (ts::DType d : kDtypes) {
         SCOPED_TRACE(ts::detail::str_cat(c.x, " -> ", c.n1, " -> ", c.n2, " bias ", bias, " ", ts::dtype_name(d)));
         auto run = [&](bool fused, const char* dev, ts::DType dt) {
-          ts::Tensor xx = leaf(on(x.to(d), dev, dt)), a = leaf(on(w1.to(d), dev, dt)), bb = leaf(on(on(b1, "cpu", d), dev, dt));
+          ts::Tensor xx = leaf(on(x.to(d), dev, dt)), a = leaf(on(w1.to(d), dev, dt));
+          ts::Tensor bb = leaf(on(on(b1, "cpu", d), dev, dt));
           ts::Tensor w = leaf(on(w2.to(d), dev, dt)), b = leaf(on(on(b2, "cpu", d), dev, dt));
           ts::Tensor y = fused ? F::mlp_gelu(xx, a, opt(bb), w, opt(b))
                                : F::linear(F::gelu(F::linear(xx, a, opt(bb)), "tanh"), w, opt(b));

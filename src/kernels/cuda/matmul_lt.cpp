@@ -452,8 +452,8 @@ void check_2d(const char* op, const Tensor& c, const Tensor& a, const Tensor& b,
   TS_CHECK(c.is_cuda(), DeviceError, op, ": expected CUDA tensors, got ", c.device().str());
   TS_CHECK(is_floating_point(c.dtype()), DTypeError, op, ": expected a floating dtype, got ", dtype_name(c.dtype()));
   for (const Tensor* t : {&a, &b}) {
-    TS_CHECK(t->device() == c.device(), DeviceError, op, ": expected all tensors on ", c.device().str(), ", got one on ",
-             t->device().str());
+    TS_CHECK(t->device() == c.device(), DeviceError, op, ": expected all tensors on ", c.device().str(),
+             ", got one on ", t->device().str());
     TS_CHECK(t->dtype() == c.dtype(), DTypeError, op, ": expected all tensors of dtype ", dtype_name(c.dtype()),
              ", got ", dtype_name(t->dtype()));
   }

@@ -550,7 +550,9 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
   constexpr int V = kVec<T>;
   constexpr int KMax = bwd_max_slots<T>();
   BwdParams p = p0;
-  const char* op = p.dadd ? "add_layer_norm_backward" : p.mean ? "native_layer_norm_backward" : "native_rms_norm_backward";
+  const char* op = p.dadd   ? "add_layer_norm_backward"
+                   : p.mean ? "native_layer_norm_backward"
+                            : "native_rms_norm_backward";
   const bool want_partials = dw != nullptr || db != nullptr;
   p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx, p.dadd});
   const int64_t slots = ceil_div(p.cols, V);
