@@ -48,6 +48,13 @@ ROWS = {
     "attention_fwd_bwd_bf16_B8_H16_T2048_D128_causal": ("attention fwd+bwd bf16 B8 H16 T2048 D128 causal", "rate",
                                                         1.0),
     "cross_entropy_fwd_bwd_bf16_8192x50257": ("cross_entropy fwd+bwd bf16 8192x50257 (mean)", "time", 1.0),
+    "add_layer_norm_fwd_bwd_bf16_16384x768": ("add + layer_norm fwd+bwd bf16 16384x768 (fused)", "time", 1.0),
+    "linear_gelu_fwd_bwd_bf16_16384x768x3072": ("linear + gelu(tanh) fwd+bwd bf16 16384x768 @ 768x3072 (fused)",
+                                                "time", 1.0),
+    "mlp_gelu_fwd_bwd_bf16_16384x768x3072x768": ("GPT-2 MLP (c_fc, gelu(tanh), c_proj) fwd+bwd bf16 16384x768 (fused)",
+                                                 "time", 1.0),
+    "linear_cross_entropy_fwd_bwd_bf16_16384x768x50257": (
+        "linear + cross_entropy fwd+bwd bf16 16384x768, V=50257 (chunked, vs unfused)", "time", 1.0),
     "matmul_bf16_8192": ("matmul bf16 8192^3", "rate", 0.95),
     "matmul_f32_tf32_8192": ("matmul f32 (TF32) 8192^3", "rate", 0.95),
     "conv2d_rn50_b256_bf16_fwd_bwd": ("conv2d fwd+bwd ResNet-50 layers b256 bf16", "time", 0.95),

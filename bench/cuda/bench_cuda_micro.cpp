@@ -1,5 +1,6 @@
 // CUDA micro-benchmarks (DESIGN.md "Performance method"): device copy bandwidth as the floor, then
-// elementwise, reductions, softmax / layer norm / RMS norm, causal attention, cross-entropy, matmul, ResNet-50's convolutions and
+// elementwise, reductions, softmax / layer norm / RMS norm, causal attention, cross-entropy, the fused
+// transformer ops (add + layer norm, linear + GELU, linear + cross-entropy), matmul, ResNet-50's convolutions and
 // batch norm, eager op overhead and the caching allocator's round trip. bench/torch/cuda_micro.py times the same work in PyTorch under the
 // same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
 //
@@ -295,6 +296,57 @@ void bench_loss() {
   });
 }
 
+// ---- fused transformer ops (GPT-2 124M sizes: 16384 tokens, C = 768, 4C = 3072, V = 50257), bf16,
+// forward + backward; PyTorch runs the unfused composition under the same row names -----------------
+void bench_fused() {
+  namespace F = ts::nn::functional;
+  const int64_t r = 16384, c = 768, f = 3072, v = 50257;
+  row("add_layer_norm_fwd_bwd_bf16_16384x768", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_(), res = random({r, c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w = random({c}, ts::kBFloat16).requires_grad_(), b = random({c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor gs = random({r, c}, ts::kBFloat16), gy = random({r, c}, ts::kBFloat16);
+    double ms = time_ms([&] {
+      auto [s, y] = F::add_layer_norm(x, res, {c}, w, b);
+      ts::autograd::grad({s, y}, {x, res, w, b}, {gs, gy});
+    });
+    return Result{ms, ms, ""};
+  });
+  row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w = ts::mul(random({f, c}, ts::kBFloat16), 1.0 / std::sqrt(double(c))).requires_grad_();
+    ts::Tensor b = random({f}, ts::kBFloat16).requires_grad_();
+    ts::Tensor gy = random({r, f}, ts::kBFloat16);
+    double ms = time_ms([&] {
+      ts::Tensor y = F::linear_gelu(x, w, b);
+      ts::autograd::grad({y}, {x, w, b}, {gy});
+    });
+    return Result{ms, ms, ""};
+  });
+  row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w1 = ts::mul(random({f, c}, ts::kBFloat16), 1.0 / std::sqrt(double(c))).requires_grad_();
+    ts::Tensor b1 = random({f}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w2 = ts::mul(random({c, f}, ts::kBFloat16), 1.0 / std::sqrt(double(f))).requires_grad_();
+    ts::Tensor b2 = random({c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor gy = random({r, c}, ts::kBFloat16);
+    double ms = time_ms([&] {
+      ts::Tensor y = F::mlp_gelu(x, w1, b1, w2, b2);
+      ts::autograd::grad({y}, {x, w1, b1, w2, b2}, {gy});
+    });
+    return Result{ms, ms, ""};
+  });
+  row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", [&] {
+    ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
+    ts::Tensor w = ts::mul(random({v, c}, ts::kBFloat16), 0.02).requires_grad_();
+    ts::Tensor t = ts::randint(0, v, {r}, {ts::kInt64, kGpu});
+    double ms = time_ms([&] {
+      ts::Tensor loss = F::linear_cross_entropy(x, w, t);
+      ts::autograd::grad({loss}, {x, w});
+    });
+    return Result{ms, ms, ", \"chunk_rows\": 4096"};
+  });
+}
+
 // ---- matmul 8192^3 -----------------------------------------------------------------------------
 void bench_matmul() {
   const int64_t n = 8192;
@@ -486,6 +538,7 @@ int main(int argc, char** argv) {
   bench_norms();
   bench_attention();
   bench_loss();
+  bench_fused();
   bench_matmul();
   bench_conv();
   bench_batch_norm();

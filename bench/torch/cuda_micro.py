@@ -219,6 +219,65 @@ def bench_loss():
     row("cross_entropy_fwd_bwd_bf16_8192x50257", "ms", ce)
 
 
+def bench_fused():
+    """The unfused compositions that tessera's fused ops replace (GPT-2 124M sizes), bf16, fwd + bwd."""
+    r, c, f, v = 16384, 768, 3072, 50257
+    bf = torch.bfloat16
+
+    def add_ln():
+        x, res = rnd(r, c, dtype=bf).requires_grad_(), rnd(r, c, dtype=bf).requires_grad_()
+        w, b = rnd(c, dtype=bf).requires_grad_(), rnd(c, dtype=bf).requires_grad_()
+        gs, gy = rnd(r, c, dtype=bf), rnd(r, c, dtype=bf)
+
+        def step():
+            s = x + res
+            y = F.layer_norm(s, (c,), w, b)
+            torch.autograd.grad((s, y), (x, res, w, b), (gs, gy))
+        ms = median_ms(step)
+        return ms, ms
+
+    def lin_gelu():
+        x = rnd(r, c, dtype=bf).requires_grad_()
+        w = (rnd(f, c, dtype=bf) / math.sqrt(c)).requires_grad_()
+        b = rnd(f, dtype=bf).requires_grad_()
+        gy = rnd(r, f, dtype=bf)
+
+        def step():
+            y = F.gelu(F.linear(x, w, b), approximate="tanh")
+            torch.autograd.grad(y, (x, w, b), gy)
+        ms = median_ms(step)
+        return ms, ms
+
+    def mlp():
+        x = rnd(r, c, dtype=bf).requires_grad_()
+        w1 = (rnd(f, c, dtype=bf) / math.sqrt(c)).requires_grad_()
+        b1 = rnd(f, dtype=bf).requires_grad_()
+        w2 = (rnd(c, f, dtype=bf) / math.sqrt(f)).requires_grad_()
+        b2 = rnd(c, dtype=bf).requires_grad_()
+        gy = rnd(r, c, dtype=bf)
+
+        def step():
+            y = F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2)
+            torch.autograd.grad(y, (x, w1, b1, w2, b2), gy)
+        ms = median_ms(step)
+        return ms, ms
+
+    def lin_ce():
+        x = rnd(r, c, dtype=bf).requires_grad_()
+        w = (rnd(v, c, dtype=bf) * 0.02).requires_grad_()
+        t = torch.randint(0, v, (r,), device="cuda")
+
+        def step():
+            torch.autograd.grad(F.cross_entropy(F.linear(x, w), t), (x, w))
+        ms = median_ms(step)
+        return ms, ms
+
+    row("add_layer_norm_fwd_bwd_bf16_16384x768", "ms", add_ln)
+    row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", lin_gelu)
+    row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", mlp)
+    row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", lin_ce)
+
+
 def bench_matmul():
     n = 8192
     flops = 2.0 * n ** 3
@@ -364,6 +423,7 @@ def main():
     bench_norms()
     bench_attention()
     bench_loss()
+    bench_fused()
     bench_matmul()
     bench_conv()
     bench_batch_norm()

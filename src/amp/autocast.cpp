@@ -62,11 +62,12 @@ const std::unordered_map<std::string_view, CastPolicy>& policy_table() {
   static const std::unordered_map<std::string_view, CastPolicy> table = [] {
     std::unordered_map<std::string_view, CastPolicy> t;
     for (const char* op : {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "einsum", "conv1d", "conv2d",
-                           "conv_transpose2d", "scaled_dot_product_attention", "prelu"})
+                           "conv_transpose2d", "scaled_dot_product_attention", "prelu", "linear_gelu", "mlp_gelu",
+                           "linear_cross_entropy"})
       t.emplace(op, CastPolicy::LowerPrecision);
     for (const char* op :
          {// normalization and softmax
-          "softmax", "log_softmax", "layer_norm", "group_norm", "rms_norm",
+          "softmax", "log_softmax", "layer_norm", "add_layer_norm", "group_norm", "rms_norm",
           // losses
           "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
           "binary_cross_entropy", "binary_cross_entropy_with_logits",

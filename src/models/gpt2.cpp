@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -150,7 +152,20 @@ GPT2MLP::GPT2MLP(const GPT2Config& cfg)
   init_linear(c_proj, cfg.initializer_range / std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(cfg.n_layer, 1))));
 }
 
-Tensor GPT2MLP::forward(Tensor x) { return dropout(c_proj(c_fc(x).gelu("tanh"))); }
+namespace {
+std::optional<Tensor> opt(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
+
+// (a + residual, ln(a + residual)) in one fused op.
+std::tuple<Tensor, Tensor> add_ln(const Tensor& a, const Tensor& residual, nn::LayerNorm& ln) {
+  return nn::functional::add_layer_norm(a, residual, ln.normalized_shape, opt(ln.weight), opt(ln.bias), ln.eps);
+}
+}  // namespace
+
+// c_fc, GELU and c_proj in one op: on CUDA the GELU runs in c_fc's GEMM epilogue (linear_gelu) and its
+// derivative in the epilogue of c_proj's input-gradient GEMM.
+Tensor GPT2MLP::forward(Tensor x) {
+  return dropout(nn::functional::mlp_gelu(x, c_fc.weight, opt(c_fc.bias), c_proj.weight, opt(c_proj.bias)));
+}
 
 GPT2Block::GPT2Block(const GPT2Config& cfg)
     : ln_1(Shape{cfg.n_embd}, cfg.layer_norm_epsilon, true, cfg.bias), attn(cfg),
@@ -159,8 +174,15 @@ GPT2Block::GPT2Block(const GPT2Config& cfg)
 }
 
 Tensor GPT2Block::forward(const Tensor& x, GPT2LayerCache* cache) {
-  Tensor y = x + attn.forward(ln_1(x), cache);
-  return y + mlp(ln_2(y));
+  auto [y, y_ln] = add_ln(x, attn.forward(ln_1(x), cache), ln_2);  // y = x + attn(ln_1(x)), ln_2(y)
+  return y + mlp(y_ln);
+}
+
+std::pair<Tensor, Tensor> GPT2Block::forward_fused(const Tensor& x, const Tensor& x_ln, nn::LayerNorm& next,
+                                                   GPT2LayerCache* cache) {
+  auto [y, y_ln] = add_ln(x, attn.forward(x_ln, cache), ln_2);
+  auto [out, out_ln] = add_ln(y, mlp(y_ln), next);
+  return {out, out_ln};
 }
 
 // ---- the trunk and the LM head ---------------------------------------------------------------------
@@ -191,9 +213,16 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   }
   Tensor pos = arange(past, past + t, 1, TensorOptions(kInt64, idx.device()));  // (T)
   Tensor x = drop(wte(idx) + wpe(pos));                                         // (B, T, C)
-  for (size_t i = 0; i < h.size(); ++i)
-    x = h.at<GPT2Block>(static_cast<int64_t>(i)).forward(x, cache ? &cache->layers[i] : nullptr);
-  return ln_f(x);
+  if (h.size() == 0) return ln_f(x);
+  // Each residual add runs fused with the layer norm after it: ln_2 inside a block, then the next
+  // block's ln_1 (ln_f after the last block). The sums are HF's: x + attn, then + mlp.
+  Tensor x_ln = h.at<GPT2Block>(0).ln_1(x);
+  for (size_t i = 0; i < h.size(); ++i) {
+    nn::LayerNorm& next = i + 1 < h.size() ? h.at<GPT2Block>(static_cast<int64_t>(i + 1)).ln_1 : ln_f;
+    std::tie(x, x_ln) = h.at<GPT2Block>(static_cast<int64_t>(i)).forward_fused(x, x_ln, next,
+                                                                            cache ? &cache->layers[i] : nullptr);
+  }
+  return x_ln;
 }
 
 GPT2::GPT2(const GPT2Config& cfg)
@@ -210,6 +239,15 @@ std::pair<Tensor, Tensor> GPT2::forward(const Tensor& idx, const Tensor& targets
            idx.sizes(), ", got ", targets.defined() ? targets.sizes() : Shape{});
   Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, config.vocab_size}), targets.reshape({-1}));
   return {logits, loss};
+}
+
+Tensor GPT2::loss(const Tensor& idx, const Tensor& targets, int64_t chunk_rows) {
+  TS_CHECK(targets.defined() && idx.defined() && targets.sizes() == idx.sizes(), ShapeError,
+           "GPT2: targets must be shaped as the ids ", idx.defined() ? idx.sizes() : Shape{}, ", got ",
+           targets.defined() ? targets.sizes() : Shape{});
+  Tensor hidden = transformer.forward(idx, nullptr);  // (B, T, C)
+  return nn::functional::linear_cross_entropy(hidden.reshape({-1, config.n_embd}), lm_head.weight,
+                                              targets.reshape({-1}), -100, "mean", chunk_rows);
 }
 
 // ---- sampling ---------------------------------------------------------------------------------------

@@ -80,6 +80,23 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   return std::get<0>(native_layer_norm(x, normalized_shape, or_undefined(weight), or_undefined(bias), eps));
 }
 
+std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                          const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                                          double eps) {
+  if (autocast_pending()) [[unlikely]]
+    if (AutocastArgs c("add_layer_norm", {&x, &residual, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c)
+      return add_layer_norm(c[0], c[1], normalized_shape, c.opt(2), c.opt(3), eps);
+  const char* op = "add_layer_norm";
+  check_input(op, x);
+  check_input(op, residual);
+  trailing_dims(op, x, normalized_shape);
+  check_affine(op, "weight", weight, normalized_shape);
+  check_affine(op, "bias", bias, normalized_shape);
+  auto [sum, y, mean, rstd] = native_add_layer_norm(x, residual, normalized_shape, or_undefined(weight),
+                                                    or_undefined(bias), eps);
+  return {sum, y};
+}
+
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
   if (autocast_pending()) [[unlikely]]

@@ -50,4 +50,24 @@ using NormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tenso
 extern KernelSlot<NormForwardFn> norm_forward_kernel;
 extern KernelSlot<NormBackwardFn> norm_backward_kernel;
 
+// Note [Add + layer norm]: the residual add fused with layer norm (ops add_layer_norm). The forward
+// reads x and residual once and writes sum = x + residual (rounded once to T, the value the unfused
+// add stores) and y = layer_norm(sum): the statistics are those of the rounded sum, so the result is
+// the unfused composition's. The backward is the layer norm backward of dy over the saved sum, plus
+// the incoming gradient of sum (dsum, added in S before the one rounding of dx):
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) + dsum
+// Layer norm only (NormParams::rms is false). Same invariants as above; x, residual, dsum (M, N) T
+// contiguous; sum (M, N) T fresh.
+using AddNormForwardFn = void(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                              const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                              const NormParams& p);
+// As NormBackwardFn with x the saved sum; dsum (M, N) T, or undefined (nothing added; always
+// undefined when dx is).
+using AddNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                               const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& weight, const NormParams& p);
+
+extern KernelSlot<AddNormForwardFn> add_norm_forward_kernel;
+extern KernelSlot<AddNormBackwardFn> add_norm_backward_kernel;
+
 }  // namespace tessera

@@ -3,7 +3,9 @@
 // ops/norm_kernel.h. The forward ops record {x, weight, bias} -> {y} with the statistics in
 // attrs.tensors (mean, rstd; rstd only for RMS norm), normalized_shape in attrs.ints and eps in
 // attrs.scalars. Kernels receive detached, contiguous aliases of the inputs in x's dtype: those
-// conversions are implementation and are not recorded.
+// conversions are implementation and are not recorded. native_add_layer_norm records {x, residual,
+// weight, bias} -> {sum, y} with the same attrs plus weight and bias in attrs.tensors (its derivative
+// saves the output sum and no input: x and the residual are not kept alive for the backward).
 #include <string>
 
 #include "ops/autograd_hook.h"
@@ -12,11 +14,14 @@
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
+#include "tensor/type_promotion.h"
 
 namespace tessera {
 
 KernelSlot<NormForwardFn> norm_forward_kernel("native_layer_norm");
 KernelSlot<NormBackwardFn> norm_backward_kernel("native_layer_norm_backward");
+KernelSlot<AddNormForwardFn> add_norm_forward_kernel("add_layer_norm");
+KernelSlot<AddNormBackwardFn> add_norm_backward_kernel("add_layer_norm_backward");
 
 namespace {
 
@@ -136,6 +141,60 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   if (!dx.defined() && !dw.defined() && !db.defined()) return {dx, dw, db};
   norm_backward_kernel(x.device(), dx, dw, db, kernel_arg(grad_out, d), kernel_arg(x, d), kernel_arg(mean, mean.dtype()),
                        kernel_arg(rstd, rstd.dtype()), kernel_arg(weight, d), NormParams{v.rows, v.cols, 0.0, false});
+  return {dx, dw, db};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x, const Tensor& residual,
+                                                                 const Shape& normalized_shape, const Tensor& weight,
+                                                                 const Tensor& bias, double eps) {
+  const char* op = "add_layer_norm";
+  OpScope scope("native_add_layer_norm", {&x, &residual, &weight, &bias});
+  const RowView v = row_view(op, x, normalized_shape);
+  check_defined(op, residual, "residual");
+  TS_CHECK(is_floating_point(residual.dtype()), DTypeError, op, ": expected a floating-point residual, got ",
+           dtype_name(residual.dtype()));
+  TS_CHECK(residual.sizes() == x.sizes(), ShapeError, op, ": expected residual of the input's size ", x.sizes(),
+           ", got ", residual.sizes());
+  check_param(op, "weight", weight, normalized_shape);
+  check_param(op, "bias", bias, normalized_shape);
+  check_same_device(op, {&x, &residual, &weight, &bias});
+  const DType d = result_type(x, residual);
+  Tensor xc = kernel_arg(x, d), rc = kernel_arg(residual, d), w = kernel_arg(weight, d), b = kernel_arg(bias, d);
+  Tensor sum = make_empty(x.sizes(), d, x.device());
+  Tensor y = make_empty(x.sizes(), d, x.device());
+  Tensor mean = make_empty(v.stat_shape, stat_dtype(d), x.device());
+  Tensor rstd = make_empty(v.stat_shape, stat_dtype(d), x.device());
+  add_norm_forward_kernel(x.device(), sum, y, mean, rstd, xc, rc, w, b, NormParams{v.rows, v.cols, eps, false});
+  if (should_record({&x, &residual, &weight, &bias}))
+    record_op("native_add_layer_norm", {x, residual, weight, bias}, {sum, y},
+              norm_attrs(normalized_shape, eps, {mean, rstd, weight, bias}));
+  return {sum, y, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_sum,
+                                                                  const Tensor& sum, const Shape& normalized_shape,
+                                                                  const Tensor& mean, const Tensor& rstd,
+                                                                  const Tensor& weight, const Tensor& bias,
+                                                                  std::array<bool, 3> output_mask) {
+  const char* op = "add_layer_norm_backward";
+  OpScope scope(op, {&grad_y, &grad_sum, &sum, &mean, &rstd, &weight, &bias});
+  const RowView v = row_view(op, sum, normalized_shape);
+  check_grad(op, grad_y, sum);
+  if (grad_sum.defined()) check_grad(op, grad_sum, sum);
+  check_stat(op, "mean", mean, v, sum.dtype());
+  check_stat(op, "rstd", rstd, v, sum.dtype());
+  check_param(op, "weight", weight, normalized_shape);
+  check_param(op, "bias", bias, normalized_shape);
+  check_same_device(op, {&sum, &grad_y, &grad_sum, &mean, &rstd, &weight, &bias});
+  const DType d = sum.dtype();
+  Tensor dx = output_mask[0] ? make_empty(sum.sizes(), d, sum.device()) : Tensor();
+  Tensor dw = output_mask[1] && weight.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
+  Tensor db = output_mask[2] && bias.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
+  if (!dx.defined() && !dw.defined() && !db.defined()) return {dx, dw, db};
+  Tensor dadd = dx.defined() ? kernel_arg(grad_sum, d) : Tensor();
+  add_norm_backward_kernel(sum.device(), dx, dw, db, kernel_arg(grad_y, d), dadd, kernel_arg(sum, d),
+                           kernel_arg(mean, mean.dtype()), kernel_arg(rstd, rstd.dtype()), kernel_arg(weight, d),
+                           NormParams{v.rows, v.cols, 0.0, false});
   return {dx, dw, db};
 }
 

@@ -25,6 +25,23 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
                                                               const Tensor& rstd, const Tensor& weight,
                                                               const Tensor& bias, std::array<bool, 3> output_mask);
 
+// The residual add fused with layer norm (Note [Add + layer norm] in ops/norm_kernel.h): sum = x +
+// residual (one dtype: their promotion; same sizes, no broadcasting) and y = layer_norm(sum) in one
+// pass. -> (sum, y, mean, rstd). Records "native_add_layer_norm" with inputs {x, residual, weight,
+// bias}, outputs {sum, y}, attrs.tensors = {mean, rstd, weight, bias}.
+std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x, const Tensor& residual,
+                                                                 const Shape& normalized_shape, const Tensor& weight,
+                                                                 const Tensor& bias, double eps);
+
+// -> (dsum, dweight, dbias): dsum = grad_sum + the layer norm backward of grad_y over the saved sum
+// (the gradient of both x and residual). grad_sum may be undefined (no gradient reached sum). As
+// native_layer_norm_backward otherwise (output_mask[0] asks for dsum).
+std::tuple<Tensor, Tensor, Tensor> native_add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_sum,
+                                                                  const Tensor& sum, const Shape& normalized_shape,
+                                                                  const Tensor& mean, const Tensor& rstd,
+                                                                  const Tensor& weight, const Tensor& bias,
+                                                                  std::array<bool, 3> output_mask);
+
 // RMS norm: y = x * rstd * weight with rstd = 1 / sqrt(mean(x^2) + eps). -> (y, rstd).
 std::tuple<Tensor, Tensor> native_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                            double eps);

@@ -444,6 +444,22 @@ void normalization(Builder& b) {
   b.add("rms_norm", "f16", {N({6, 32}, kFloat16), N({32}, kFloat16, 2)},
         "(x[0].float() * torch.rsqrt(x[0].float().pow(2).mean(-1, keepdim=True) + 1e-5) * x[1].float()).half()",
         [](const V& x) { return V{F::rms_norm(x[0], {32}, x[1], 1e-5)}; });
+  // The fused ops of a transformer step against PyTorch's unfused composition.
+  b.add("add_layer_norm", "affine", {N({4, 3, 10}), N({4, 3, 10}, kFloat32, 2), N({10}, kFloat32, 3), N({10}, kFloat32, 4)},
+        "(x[0] + x[1], F.layer_norm(x[0] + x[1], (10,), x[2], x[3]))", [](const V& x) {
+          auto [s, y] = F::add_layer_norm(x[0], x[1], {10}, x[2], x[3]);
+          return V{s, y};
+        }, red);
+  b.add("linear_gelu", "bias", {N({2, 5, 6}), N({8, 6}, kFloat32, 2), N({8}, kFloat32, 3)},
+        "F.gelu(F.linear(x[0], x[1], x[2]), approximate='tanh')",
+        [](const V& x) { return V{F::linear_gelu(x[0], x[1], x[2])}; }, red);
+  b.add("mlp_gelu", "biases", {N({2, 5, 6}), N({8, 6}, kFloat32, 2), N({8}, kFloat32, 3), N({4, 8}, kFloat32, 4),
+                               N({4}, kFloat32, 5)},
+        "F.linear(F.gelu(F.linear(x[0], x[1], x[2]), approximate='tanh'), x[3], x[4])",
+        [](const V& x) { return V{F::mlp_gelu(x[0], x[1], x[2], x[3], x[4])}; }, red);
+  b.add("linear_cross_entropy", "mean_chunked", {N({9, 6}), N({11, 6}, kFloat32, 2), I({9}, 0, 11)},
+        "F.cross_entropy(F.linear(x[0], x[1]), x[2])",
+        [](const V& x) { return V{F::linear_cross_entropy(x[0], x[1], x[2], -100, "mean", 4)}; }, red);
 }
 
 thread_local Device g_case_device = kCPU;  // Note [Case device]

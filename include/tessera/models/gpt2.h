@@ -90,6 +90,11 @@ class GPT2Block : public nn::Module {
   explicit GPT2Block(const GPT2Config& cfg);
   Tensor forward(Tensor x) override { return forward(x, nullptr); }
   Tensor forward(const Tensor& x, GPT2LayerCache* cache);
+  // The block inside the trunk's fused loop: x_ln = ln_1(x) computed by the previous residual add;
+  // -> (out, next(out)) with out the block's output and `next` the norm that follows it (the next
+  // block's ln_1, or ln_f), each residual add fused with the norm after it (add_layer_norm).
+  std::pair<Tensor, Tensor> forward_fused(const Tensor& x, const Tensor& x_ln, nn::LayerNorm& next,
+                                          GPT2LayerCache* cache);
   std::string name() const override { return "GPT2Block"; }
 
   nn::LayerNorm ln_1;
@@ -143,6 +148,10 @@ class GPT2 : public nn::Module {
   // (logits, mean cross-entropy of logits[b, t] against targets[b, t]); targets (B, T) int64, -100
   // ignored, as Hugging Face's loss after its shift (here the caller passes already shifted targets).
   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
+  // The same mean cross-entropy alone, through linear_cross_entropy: the (B T, V) logits are never
+  // held at once (chunks of chunk_rows rows), and the gradients of the hidden states and of the
+  // (tied) head weight are computed in the forward when they require grad.
+  Tensor loss(const Tensor& idx, const Tensor& targets, int64_t chunk_rows = 4096);
   std::string name() const override { return "GPT2"; }
 
   // Continues each row of idx (B, T) by max_new_tokens sampled tokens -> (B, T + max_new_tokens)

@@ -31,11 +31,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight,
                 const std::optional<Tensor>& bias = std::nullopt);
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// gelu(linear(x, weight, bias), approximate = "tanh") as one op: on CUDA the GELU runs in the GEMM's
+// epilogue (cuBLASLt), which also keeps the pre-activation for the backward.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt);
+// linear(linear_gelu(x, w1, b1), w2, b2): a transformer MLP (no dropout) as one op; on CUDA the GELU's
+// derivative and b1's gradient come out of the epilogue of the GEMM that takes the gradient through w2.
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
+                const std::optional<Tensor>& b2);
 
 // ---- normalization ----------------------------------------------------------------------------
 // Normalizes over the trailing dims `normalized_shape`.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
+// The residual add fused with layer norm: -> (sum, layer_norm(sum)) with sum = x + residual (same
+// sizes; the promoted dtype), in one pass over x and residual. Float32 under autocast, as layer_norm.
+std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                          const std::optional<Tensor>& weight = std::nullopt,
+                                          const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
 // x (N, C, *): normalizes each of num_groups groups of C / num_groups channels; weight, bias (C).
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
@@ -64,6 +76,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // dtype, or class probabilities of input's shape. weight (C) rescales each class.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight = std::nullopt,
                      int64_t ignore_index = -100, const std::string& reduction = "mean", double label_smoothing = 0.0);
+// cross_entropy(linear(x, weight), target) for x (N, C), weight (V, C), target (N) without holding the
+// (N, V) logits: rows go through in chunks of chunk_rows, and the gradients of x and weight are
+// computed in the forward (when they require grad). reduction "mean" or "sum"; no class weights or
+// label smoothing.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index = -100,
+                            const std::string& reduction = "mean", int64_t chunk_rows = 4096);
 // input: log-probabilities, shaped as cross_entropy's; target: class indices.
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight = std::nullopt,
                 int64_t ignore_index = -100, const std::string& reduction = "mean");

@@ -38,6 +38,8 @@ void register_norm_derivatives();
 void register_batch_norm_derivatives();
 // family attention
 void register_attention_derivatives();
+// fused linear-layer ops (fused.cpp): linear_gelu, linear_cross_entropy
+void register_fused_derivatives();
 
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }

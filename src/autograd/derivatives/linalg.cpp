@@ -7,7 +7,11 @@
 // The `input` of addmm/baddbmm and the bias of linear broadcast to the product's shape: their
 // gradient is returned in the product's shape and the engine sums it down (sum_to). outer promotes
 // its operands' dtypes, so its saved operands are cast to the gradient's dtype first.
+#include <tuple>
+
 #include "autograd/derivatives/derivatives.h"
+#include "ops/fused_ops.h"
+#include "runtime/grad_mode.h"
 
 namespace tessera::autograd {
 namespace {
@@ -66,6 +70,9 @@ V outer_back(const BackwardContext& c, const V& g) {
 
 // c = x W^T + bias, x (..., in), W (out, in), c (..., out). The leading dims fold into rows, so
 // both gradients are single mm calls (a matmul of g against W would broadcast W over the batch).
+// A (out_features) bias with a weight gradient to compute takes its gradient from the weight
+// gradient's GEMM (linear_weight_bias_grad: cuBLASLt's BGRADB epilogue on CUDA) when the derivative
+// need not be differentiable; otherwise g is returned and the engine sums it down.
 V linear_back(const BackwardContext& c, const V& g) {
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
@@ -74,6 +81,12 @@ V linear_back(const BackwardContext& c, const V& g) {
   Tensor g2 = g[0].reshape({rows, out_f});
   V out(3);
   if (needs(c, 0)) out[0] = mm(g2, w).reshape(x.sizes());
+  const bool fused_bias = needs(c, 1) && needs(c, 2) && !is_grad_enabled() && c.input_meta.size() > 2 &&
+                          c.input_meta[2].sizes == Shape{out_f} && g2.dtype() == x.dtype() && g2.dtype() == w.dtype();
+  if (fused_bias) {
+    std::tie(out[1], out[2]) = linear_weight_bias_grad(g2, x.reshape({rows, in}), {true, true});
+    return out;
+  }
   if (needs(c, 1)) out[1] = mm(g2.t(), x.reshape({rows, in}));
   if (needs(c, 2)) out[2] = g[0];
   return out;

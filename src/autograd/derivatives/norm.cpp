@@ -10,6 +10,15 @@
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (RMS norm: without mean(g))
 //   dweight = sum over leading dims of dy * xhat,  dbias = sum over leading dims of dy
 // 16-bit inputs are differentiated in float32; the engine casts each gradient to its input's dtype.
+//
+// native_add_layer_norm (inputs {x, residual, weight, bias}, outputs {sum, y}; only the output sum
+// is saved, weight and bias come from attrs.tensors = {mean, rstd, weight, bias}): x and residual both
+// get dsum = g_sum + the layer norm gradient of g_y over sum; the fused backward op adds g_sum in the
+// kernel. The composite path differentiates through the saved sum, whose history (this node) carries
+// the second-order gradient on to x and residual.
+#include <array>
+#include <tuple>
+
 #include "autograd/derivatives/derivatives.h"
 #include "ops/norm_ops.h"
 #include "runtime/grad_mode.h"
@@ -36,15 +45,13 @@ DType compute_dtype(DType t) { return t == kFloat16 || t == kBFloat16 ? kFloat32
 
 Tensor sum_leading(const Tensor& t, const NormDims& d) { return d.leading.empty() ? t : sum(t, d.leading); }
 
-// The composite (differentiable) gradient of layer norm (rms = false) or RMS norm.
-V composite_back(const BackwardContext& c, const V& g, bool rms) {
-  const Tensor& x = c.inputs[0];
-  const Tensor& w = c.inputs[1];
-  const Shape& ns = c.attrs.ints;
-  const double eps = c.attrs.scalars.at(0).to_double();
-  const NormDims d = norm_dims(x.dim(), ns);
-  const DType cd = compute_dtype(x.dtype());
-  const Tensor xc = x.to(cd), gy = g[0].to(cd);
+// The composite (differentiable) gradient of layer norm (rms = false) or RMS norm of x (already in
+// the compute dtype cd) -> {dx, dweight, dbias}, each where need[i].
+V composite_grads(const Tensor& xc, const Tensor& w, const Tensor& gy_in, const Shape& ns, double eps, bool rms,
+                  std::array<bool, 3> need) {
+  const NormDims d = norm_dims(xc.dim(), ns);
+  const DType cd = xc.dtype();
+  const Tensor gy = gy_in.to(cd);
   Tensor xhat, rstd;
   if (rms) {
     rstd = rsqrt(mean(xc * xc, d.normalized, /*keepdim=*/true) + eps);
@@ -54,15 +61,24 @@ V composite_back(const BackwardContext& c, const V& g, bool rms) {
     rstd = rsqrt(mean(centered * centered, d.normalized, /*keepdim=*/true) + eps);
     xhat = centered * rstd;
   }
-  V out(c.inputs.size());
-  if (needs(c, 0)) {
+  V out(3);
+  if (need[0]) {
     Tensor gw = w.defined() ? gy * w.to(cd) : gy;
     Tensor inner = gw - xhat * mean(gw * xhat, d.normalized, /*keepdim=*/true);
     if (!rms) inner = inner - mean(gw, d.normalized, /*keepdim=*/true);
     out[0] = rstd * inner;
   }
-  if (needs(c, 1)) out[1] = sum_leading(gy * xhat, d);
-  if (!rms && needs(c, 2)) out[2] = sum_leading(gy, d);
+  if (need[1] && w.defined()) out[1] = sum_leading(gy * xhat, d);
+  if (!rms && need[2]) out[2] = sum_leading(gy, d);
+  return out;
+}
+
+V composite_back(const BackwardContext& c, const V& g, bool rms) {
+  const Tensor& x = c.inputs[0];
+  const double eps = c.attrs.scalars.at(0).to_double();
+  V out = composite_grads(x.to(compute_dtype(x.dtype())), c.inputs[1], g[0], c.attrs.ints, eps, rms,
+                          {needs(c, 0), needs(c, 1), needs(c, 2)});
+  out.resize(c.inputs.size());
   return out;
 }
 
@@ -81,9 +97,31 @@ V rms_norm_back(const BackwardContext& c, const V& g) {
   return {dx, dw};
 }
 
+V add_layer_norm_back(const BackwardContext& c, const V& g) {
+  const bool need_sum = needs(c, 0) || needs(c, 1);
+  const Tensor& sum = c.outputs[0];
+  const Tensor& weight = c.attrs.tensors.at(2);
+  const Tensor& bias = c.attrs.tensors.at(3);
+  Tensor dsum, dw, db;
+  if (is_grad_enabled()) {
+    const DType cd = compute_dtype(sum.dtype());
+    V d = composite_grads(sum.to(cd), weight, g[1], c.attrs.ints, c.attrs.scalars.at(0).to_double(), false,
+                          {need_sum, needs(c, 2), needs(c, 3)});
+    if (need_sum) dsum = d[0] + g[0].to(cd);
+    dw = d[1];
+    db = d[2];
+  } else {
+    std::tie(dsum, dw, db) =
+        native_add_layer_norm_backward(g[1], g[0], sum, c.attrs.ints, c.attrs.tensors.at(0), c.attrs.tensors.at(1),
+                                       weight, bias, {need_sum, needs(c, 2), needs(c, 3)});
+  }
+  return {needs(c, 0) ? dsum : Tensor(), needs(c, 1) ? dsum : Tensor(), dw, db};
+}
+
 }  // namespace
 
 void register_norm_derivatives() {
+  register_derivative("native_add_layer_norm", {add_layer_norm_back, /*save_inputs=*/false, /*save_outputs=*/true});
   register_derivative("native_layer_norm", {layer_norm_back, true});
   register_derivative("native_rms_norm", {rms_norm_back, true});
 }

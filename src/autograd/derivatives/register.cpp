@@ -30,6 +30,8 @@ void register_derivatives() {
   register_batch_norm_derivatives();
   // family attention
   register_attention_derivatives();
+  register_fused_derivatives();
+
 }
 
 }  // namespace tessera::autograd

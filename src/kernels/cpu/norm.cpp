@@ -74,9 +74,10 @@ void forward_rows(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w, 
   }
 }
 
+// dadd (M, N) or null: added to dx in A before its rounding (Note [Add + layer norm]).
 template <class T>
 void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
-                   const T* w, const NormParams& p) {
+                   const T* w, const NormParams& p, const T* dadd = nullptr) {
   using A = acc_t<T>;
   const int64_t m = p.rows, n = p.cols;
   const A nn = static_cast<A>(n);
@@ -107,11 +108,13 @@ void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>*
         }
         const A mg = mean ? sg / nn : A(0), mgx = sgx / nn;
         T* dxr = dx + r * n;
+        const T* ar = dadd ? dadd + r * n : nullptr;
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
           const A g = w ? static_cast<A>(gr[i]) * static_cast<A>(w[i]) : static_cast<A>(gr[i]);
           const A xh = (static_cast<A>(xr[i]) - mu) * rs;
-          dxr[i] = static_cast<T>(rs * (g - mg - xh * mgx));
+          const A a = ar ? static_cast<A>(ar[i]) : A(0);
+          dxr[i] = static_cast<T>(rs * (g - mg - xh * mgx) + a);
         }
       }
       if (pwr) {
@@ -155,11 +158,38 @@ void norm_backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& db
                     });
 }
 
+// Note [Add + layer norm]: sum = x + residual rounded to T, then the layer norm of the stored sum.
+void add_norm_forward_cpu(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                          const Tensor& residual, const Tensor& weight, const Tensor& bias, const NormParams& p) {
+  dispatch_floating(x.dtype(), "add_layer_norm", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    T* s = mptr<T>(sum);
+    const T* xa = cptr<T>(x);
+    const T* ra = cptr<T>(residual);
+    const int64_t total = p.rows * p.cols;
+#pragma omp parallel for simd schedule(static) if (total > 65536)
+    for (int64_t i = 0; i < total; ++i) s[i] = static_cast<T>(static_cast<A>(xa[i]) + static_cast<A>(ra[i]));
+    forward_rows<T>(mptr<T>(y), mptr<A>(mean), mptr<A>(rstd), s, cptr<T>(weight), cptr<T>(bias), p);
+  });
+}
+
+void add_norm_backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                           const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& weight, const NormParams& p) {
+  dispatch_floating(x.dtype(), "add_layer_norm_backward", [&]<class T>(TypeTag<T>) {
+    using A = acc_t<T>;
+    backward_rows<T>(mptr<T>(dx), mptr<T>(dweight), mptr<T>(dbias), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
+                     cptr<A>(rstd), cptr<T>(weight), p, cptr<T>(dsum));
+  });
+}
+
 }  // namespace
 
 void register_norm() {
   norm_forward_kernel.set(DeviceType::CPU, &norm_forward_cpu);
   norm_backward_kernel.set(DeviceType::CPU, &norm_backward_cpu);
+  add_norm_forward_kernel.set(DeviceType::CPU, &add_norm_forward_cpu);
+  add_norm_backward_kernel.set(DeviceType::CPU, &add_norm_backward_cpu);
 }
 
 }  // namespace tessera::cpu

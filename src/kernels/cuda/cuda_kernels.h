@@ -18,6 +18,7 @@ void register_norm();         // norm.cu (layer norm, RMS norm)
 void register_batch_norm();   // batch_norm.cu (cuDNN)
 void register_loss();         // loss.cu (cross-entropy fused with log_softmax)
 void register_attention();    // attention_fwd.cu, attention_bwd.cu (flash attention)
+void register_fused();       // fused.cu (linear + GELU epilogue, GELU backward, weight + bias gradient)
 void register_amp();          // amp.cu (the gradient scaler's fused unscale and scale update)
 
 void register_cuda_kernels();  // all of the above; called once at library start-up

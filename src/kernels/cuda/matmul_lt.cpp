@@ -30,6 +30,7 @@
 #include <climits>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <list>
 #include <memory>
 #include <optional>
@@ -186,7 +187,17 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
   return l;
 }
 
-std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void* bias) {
+bool uses_aux(uint32_t epilogue) {
+  return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         epilogue == CUBLASLT_EPILOGUE_DGELU || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+}
+
+// The epilogues of the fused linear-layer ops (gemm_gelu_aux, gemm_dgelu_bgrad, gemm_bgradb): their bias (or bias
+// gradient) is in the data type, said explicitly, and a configuration cuBLASLt refuses with
+// INVALID_VALUE counts as "no algorithm" (the caller computes the composite).
+bool fused_layer_epilogue(uint32_t epilogue) { return uses_aux(epilogue) || epilogue == CUBLASLT_EPILOGUE_BGRADB; }
+
+std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void* bias, const void* aux) {
   auto plan = std::make_unique<LtPlan>();
   TS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, t.compute, t.scale));
   set_desc(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, key.trans_p ? CUBLAS_OP_T : CUBLAS_OP_N);
@@ -197,6 +208,13 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
       // The heuristic reads the bias pointer's alignment; each call sets its own pointer again.
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
       set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, int64_t(0));  // one bias for the batch
+      if (fused_layer_epilogue(key.epilogue))
+        set_desc(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(t.data));
+    }
+    if (aux && uses_aux(key.epilogue)) {
+      // The pre-activation, laid out as X (ld_x); each call sets its own pointer again.
+      set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+      set_desc(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ld_x);
     }
   }
   // Stored dims: an operand read transposed is stored as its transpose.
@@ -220,6 +238,7 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), plan->op, plan->p, plan->q, plan->x,
                                                            plan->x, pref.get(), 1, &result, &count);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && count == 0)) return plan;
+  if (st == CUBLAS_STATUS_INVALID_VALUE && fused_layer_epilogue(key.epilogue)) return plan;
   TS_CUBLAS_CHECK(st);
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
@@ -230,13 +249,13 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
 // Per-thread LRU of plans (descriptors are host objects; a thread-private cache needs no lock).
 class PlanCache {
  public:
-  LtPlan* get(const LtKey& key, const LtTypes& t, const void* bias) {
+  LtPlan* get(const LtKey& key, const LtTypes& t, const void* bias, const void* aux) {
     auto it = index_.find(key);
     if (it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       return it->second->second.get();
     }
-    lru_.emplace_front(key, make_plan(key, t, bias));
+    lru_.emplace_front(key, make_plan(key, t, bias, aux));
     index_[key] = lru_.begin();
     if (lru_.size() > kPlanCacheEntries) {
       index_.erase(lru_.back().first);
@@ -259,8 +278,10 @@ int64_t batch_stride(const Tensor& t) { return t.size(0) <= 1 ? 0 : t.stride(0);
 // c (B, m, n); c must be expressible (col_major of its last two dims, and for an epilogue with a bias,
 // X = C^T so that the bias runs along C's columns). Returns false, having run nothing, when cuBLASLt
 // offers no algorithm.
+// aux: the epilogue's auxiliary buffer, laid out as c (GELU_AUX*: the pre-activation, written; DGELU*:
+// the pre-activation, read), or null. For the BGRAD epilogues `bias` is the bias gradient, written.
 bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, double beta,
-               cublasLtEpilogue_t epilogue, const Tensor& bias) {
+               cublasLtEpilogue_t epilogue, const Tensor& bias, void* aux = nullptr) {
   const int64_t B = c.size(0), m = c.size(1), n = c.size(2), k = a.size(2);
   const std::optional<ColMajor> xl = col_major(m, n, c.stride(1), c.stride(2));
   TS_CHECK(xl.has_value(), ValueError, "matmul: internal error: the result's strides ", c.strides(),
@@ -316,7 +337,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, 
     key.align_q = alignment_of(ch.q);
     key.align_x = alignment_of(ch.x);
     key.align_bias = bias_ptr ? alignment_of(bias_ptr) : 0;
-    ch.plan = t_plans.get(key, types, bias_ptr);
+    ch.plan = t_plans.get(key, types, bias_ptr, aux);
     if (!ch.plan->found) return false;
     chunks.push_back(ch);
   }
@@ -329,6 +350,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor& c, double alpha, 
   cudaStream_t stream = current_raw_stream(c.device().index());
   for (const Chunk& ch : chunks) {
     if (bias_ptr) set_desc(ch.plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+    if (aux) set_desc(ch.plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(aux));
     DataPtr ws;
     if (ch.plan->workspace > 0) ws = allocate_workspace(ch.plan->workspace);
     // beta == 0: cuBLASLt does not read C (NaN in it does not reach the result).
@@ -404,7 +426,10 @@ void gemm_bias_act(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   if (k > 0) {
     Tensor target = writable_in_place(c3, true) ? c3 : make_empty(c3.sizes(), c3.dtype(), c3.device());
     Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
-    if (lt_matmul(a3, b3, target, 1.0, 0.0, epilogue_for(act, bias.defined()), bias_c)) {
+    // The bias runs along X's rows only where X = C^T: a single row or column (m or n == 1) is
+    // stored as X = C, and takes the unfused path.
+    const bool fusable = !bias.defined() || writable_in_place(target, true);
+    if (fusable && lt_matmul(a3, b3, target, 1.0, 0.0, epilogue_for(act, bias.defined()), bias_c)) {
       if (!target.is_same(c3)) c3.copy_(target);
       return;
     }
@@ -416,6 +441,87 @@ void gemm_bias_act(const Tensor& out, const Tensor& a, const Tensor& b, const Te
   if (bias.defined()) c3.add_(bias);
   if (act == Activation::Relu) c3.relu_();
   if (act == Activation::Gelu) c3.copy_(c3.gelu("tanh"));
+}
+
+namespace {
+
+// The checks shared by the 2-D epilogue entries: CUDA, one floating dtype, c = a @ b shapes.
+void check_2d(const char* op, const Tensor& c, const Tensor& a, const Tensor& b,
+              std::initializer_list<const Tensor*> more) {
+  TS_CHECK(c.defined() && a.defined() && b.defined(), ValueError, op, ": c, a and b must be defined");
+  TS_CHECK(c.is_cuda(), DeviceError, op, ": expected CUDA tensors, got ", c.device().str());
+  TS_CHECK(is_floating_point(c.dtype()), DTypeError, op, ": expected a floating dtype, got ", dtype_name(c.dtype()));
+  for (const Tensor* t : {&a, &b}) {
+    TS_CHECK(t->device() == c.device(), DeviceError, op, ": expected all tensors on ", c.device().str(),
+             ", got one on ", t->device().str());
+    TS_CHECK(t->dtype() == c.dtype(), DTypeError, op, ": expected all tensors of dtype ", dtype_name(c.dtype()),
+             ", got ", dtype_name(t->dtype()));
+  }
+  for (const Tensor* t : more) {
+    if (!t->defined()) continue;
+    TS_CHECK(t->device() == c.device() && t->dtype() == c.dtype(), DTypeError, op,
+             ": expected every tensor on ", c.device().str(), " in ", dtype_name(c.dtype()));
+  }
+  TS_CHECK(c.dim() == 2 && a.dim() == 2 && b.dim() == 2 && a.size(0) == c.size(0) && b.size(1) == c.size(1) &&
+               a.size(1) == b.size(0),
+           ShapeError, op, ": a ", a.sizes(), " @ b ", b.sizes(), " does not give c ", c.sizes());
+}
+
+bool contiguous_rows(const Tensor& t) { return t.dim() == 2 && t.stride(1) == 1 && t.stride(0) == t.size(1); }
+
+}  // namespace
+
+bool gemm_gelu_aux(const Tensor& out, const Tensor& pre, const Tensor& a, const Tensor& b, const Tensor& bias) {
+  const char* op = "linear_gelu";
+  check_2d(op, out, a, b, {&pre, &bias});
+  TS_CHECK(pre.sizes() == out.sizes(), ShapeError, op, ": expected pre of size ", out.sizes(), ", got ", pre.sizes());
+  const int64_t n = out.size(1);
+  if (bias.defined())
+    TS_CHECK(bias.dim() == 1 && bias.size(0) == n, ShapeError, op, ": expected a bias of size (", n, "), got ",
+             bias.sizes());
+  // X = out^T (n x m, ld n): the bias runs along X's rows; the aux buffer shares X's layout. cuBLASLt
+  // wants the aux leading dim a multiple of 8 and 16-byte aligned buffers; anything else falls back.
+  // At least 2 x 2, so that X is out^T (a single row or column has both layouts).
+  if (!contiguous_rows(out) || !contiguous_rows(pre) || n % 8 != 0 || out.size(0) < 2 || a.size(1) == 0)
+    return false;
+  if (alignment_of(out.data_ptr()) < 16 || alignment_of(pre.data_ptr()) < 16) return false;
+  CurrentDevice guard(out.device().index());
+  Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  const cublasLtEpilogue_t ep = bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), out.unsqueeze(0), 1.0, 0.0, ep, bias_c, pre.data_ptr());
+}
+
+bool gemm_dgelu_bgrad(const Tensor& dpre, const Tensor& dbias, const Tensor& a, const Tensor& b, const Tensor& pre) {
+  const char* op = "linear_dgelu_bgrad";
+  check_2d(op, dpre, a, b, {&pre, &dbias});
+  TS_CHECK(pre.sizes() == dpre.sizes(), ShapeError, op, ": expected pre of size ", dpre.sizes(), ", got ", pre.sizes());
+  const int64_t n = dpre.size(1);
+  if (dbias.defined())
+    TS_CHECK(dbias.dim() == 1 && dbias.size(0) == n, ShapeError, op, ": expected a bias gradient of size (", n,
+             "), got ", dbias.sizes());
+  // X = dpre^T (n x m, ld n): the bias gradient runs along X's rows (reduced over m); the aux input shares
+  // X's layout (ld a multiple of 8). At least 2 x 2 so that X is dpre^T.
+  if (!contiguous_rows(dpre) || !contiguous_rows(pre) || n % 8 != 0 || dpre.size(0) < 2 || a.size(1) == 0)
+    return false;
+  if (alignment_of(dpre.data_ptr()) < 16 || alignment_of(pre.data_ptr()) < 16) return false;
+  if (dbias.defined() && (!dbias.is_contiguous() || alignment_of(dbias.data_ptr()) < 16)) return false;
+  CurrentDevice guard(dpre.device().index());
+  const cublasLtEpilogue_t ep = dbias.defined() ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), dpre.unsqueeze(0), 1.0, 0.0, ep, dbias,
+                   const_cast<void*>(pre.data_ptr()));
+}
+
+bool gemm_bgradb(const Tensor& c, const Tensor& bgrad, const Tensor& a, const Tensor& b) {
+  const char* op = "linear_backward";
+  check_2d(op, c, a, b, {&bgrad});
+  TS_CHECK(bgrad.dim() == 1 && bgrad.size(0) == c.size(0), ShapeError, op, ": expected a bias gradient of size (",
+           c.size(0), "), got ", bgrad.sizes());
+  // X = c^T = b^T a^T: the bias gradient runs along X's columns and reduces op(Q) = a^T over k.
+  // At least 2 x 2, so that X is c^T (a single row or column has both layouts).
+  if (!contiguous_rows(c) || !bgrad.is_contiguous() || c.size(0) < 2 || c.size(1) < 2 || a.size(1) == 0) return false;
+  if (alignment_of(bgrad.data_ptr()) < 16) return false;
+  CurrentDevice guard(c.device().index());
+  return lt_matmul(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), 1.0, 0.0, CUBLASLT_EPILOGUE_BGRADB, bgrad);
 }
 
 }  // namespace tessera::cuda

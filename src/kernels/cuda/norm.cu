@@ -24,6 +24,11 @@
 //    column kernel over fixed chunks of rows (block 32 columns x 8 row lanes), again as partial rows.
 //  * norm_finalize_kernel folds the P partial rows of each column in a fixed tree (block 32 x 32) and
 //    rounds once to T: deterministic, no atomics.
+// The residual add fused with layer norm (Note [Add + layer norm]) runs the same kernels: with a
+// residual the forward rounds x + residual to T as it loads (the register kernel writes the sum from
+// registers; the looped one in a first pass over the row, each thread reading back only the columns
+// it wrote), and every statistic, including the summing shift, comes from the rounded sum; the
+// backward adds dsum to dx before its rounding.
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/reduce_common.cuh"
 #include "ops/norm_kernel.h"
@@ -45,6 +50,8 @@ using red::Vec;
 
 struct FwdParams {
   const void* x = nullptr;
+  const void* r = nullptr;  // (M, N) residual, or null (plain norm)
+  void* s = nullptr;        // (M, N) sum = x + r, written when r is set
   const void* w = nullptr;  // (N) or null
   const void* b = nullptr;  // (N) or null
   void* y = nullptr;
@@ -63,6 +70,7 @@ struct BwdParams {
   const void* rstd = nullptr;
   const void* w = nullptr;  // (N) or null
   void* dx = nullptr;       // (M, N) or null (not wanted)
+  const void* dadd = nullptr;  // (M, N) added to dx, or null
   void* pw = nullptr;       // A partials (P, N) of dweight, or null
   void* pb = nullptr;       // A partials (P, N) of dbias, or null
   int64_t rows = 0, cols = 0;
@@ -188,10 +196,25 @@ __device__ __forceinline__ Moments<A> row_allreduce_moments(Moments<A> v, Moment
   return r;
 }
 
+// x + r rounded to T, in compute precision: the value the unfused add would store.
+template <class T>
+__device__ __forceinline__ dacc_t<T> rounded_sum(dacc_t<T> a, dacc_t<T> b) {
+  return load_acc(convert<T>(a + b));
+}
+
+// The row's summing shift: its first element (of the rounded sum with a residual). Every thread of the
+// row reads it from global memory, so no thread depends on another's store.
+template <class T>
+__device__ __forceinline__ dacc_t<T> row_shift(const T* xr, const T* rr, bool active, int64_t n) {
+  if (!active || n <= 0) return dacc_t<T>(0);
+  return rr ? rounded_sum<T>(load_acc(xr[0]), load_acc(rr[0])) : load_acc(xr[0]);
+}
+
 // Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V. Layer norm takes mean
 // and variance from one merge of per-thread moments (two-pass within a thread, Chan's formula across
 // threads: one row reduction instead of two), RMS norm from one sum of squares. The row stays in
-// registers raw (T), which for the 16-bit types halves the registers it takes. Loading weight and bias
+// registers raw (T), which for the 16-bit types halves the registers it takes; with a residual the
+// row is x + r rounded to T (what the unfused add stores), written to the sum output as well. Loading weight and bias
 // before the reduction (to hide their latency) was tried and measured slower on the H200: the 16-byte
 // vectors held across the reduction took the bf16 kernel from 64 to 97 registers and halved the
 // resident blocks (layer norm 0.133 -> 0.257 ms, RMS norm 0.116 -> 0.190 ms at 16384 x 4096).
@@ -212,9 +235,25 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const T* xr = x + (active ? row : 0) * p.cols;
+    const T* rr = p.r ? static_cast<const T*>(p.r) + (active ? row : 0) * p.cols : nullptr;
     Vec<T, V> v[K];  // the row's slots, raw: v[k].v[j] read through load_acc
 #pragma unroll
     for (int k = 0; k < K; ++k) load_slot_raw<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
+    if (rr) {  // uniform
+      T* sr = static_cast<T*>(p.s) + (active ? row : 0) * p.cols;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        Vec<T, V> rv;
+        load_slot_raw<T, V>(rr, tx + k * TX, n, p.vec, active, rv);
+        A sv[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          v[k].v[j] = convert<T>(load_acc(v[k].v[j]) + load_acc(rv.v[j]));  // rounded once, as the add
+          sv[j] = load_acc(v[k].v[j]);
+        }
+        if (active) store_slot<T, V>(sr, tx + k * TX, n, p.vec, sv);
+      }
+    }
     A mu = 0, var = 0;
     if (!p.rms) {
       Moments<A> m{0, 0, 0};
@@ -291,9 +330,16 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(Fw
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const T* xr = x + (active ? row : 0) * n;
+    const T* rr = p.r ? static_cast<const T*>(p.r) + (active ? row : 0) * n : nullptr;
+    const A shift = row_shift<T>(xr, rr, active, n);
+    if (rr) {  // uniform: the sum first; the passes below read it back (each thread its own columns)
+      T* sr = static_cast<T*>(p.s) + (active ? row : 0) * n;
+      if (active)
+        for (int64_t c = tx; c < n; c += TX) sr[c] = convert<T>(load_acc(xr[c]) + load_acc(rr[c]));
+      xr = sr;
+    }
     A mu = 0;
     if (!p.rms) {
-      const A shift = active && n > 0 ? load_acc(xr[0]) : A(0);
       A s[1] = {0};
       if (active)
         for (int64_t c = tx; c < n; c += TX) s[0] += load_acc(xr[c]) - shift;
@@ -379,10 +425,13 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
     if (!active) continue;
     const A mg = p.mean ? sums[0] / nn : A(0), mgx = sums[1] / nn;
     T* dxr = static_cast<T*>(p.dx) + row * p.cols;
+    const T* ar = p.dadd ? static_cast<const T*>(p.dadd) + row * p.cols : nullptr;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
+      A av[V];
+      load_slot<T, V>(ar, tx + k * TX, n, p.vec, ar != nullptr, av);
 #pragma unroll
-      for (int j = 0; j < V; ++j) g[k][j] = rs * (g[k][j] - mg - xh[k][j] * mgx);
+      for (int j = 0; j < V; ++j) g[k][j] = rs * (g[k][j] - mg - xh[k][j] * mgx) + av[j];
       store_slot<T, V>(dxr, tx + k * TX, n, p.vec, g[k]);
     }
   }
@@ -430,10 +479,12 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_loop_kernel(Bw
     if (!active) continue;
     const A mg = mean ? sums[0] / static_cast<A>(n) : A(0), mgx = sums[1] / static_cast<A>(n);
     T* dxr = static_cast<T*>(p.dx) + off;
+    const T* ar = static_cast<const T*>(p.dadd);
     for (int64_t c = tx; c < n; c += TX) {
       const A g = w ? load_acc(dy[off + c]) * load_acc(w[c]) : load_acc(dy[off + c]);
       const A xhat = (load_acc(x[off + c]) - mu) * rs;
-      dxr[c] = convert<T>(rs * (g - mg - xhat * mgx));
+      const A a = ar ? load_acc(ar[off + c]) : A(0);
+      dxr[c] = convert<T>(rs * (g - mg - xhat * mgx) + a);
     }
   }
 }
@@ -548,9 +599,9 @@ void launch_forward(const FwdParams& p0, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   constexpr int KMax = fwd_max_slots<T>();
   FwdParams p = p0;
-  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.w, p.b, p.y});
+  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.r, p.s, p.w, p.b, p.y});
   const int64_t slots = ceil_div(p.cols, V);
-  const char* op = p.rms ? "native_rms_norm" : "native_layer_norm";
+  const char* op = p.r ? "add_layer_norm" : p.rms ? "native_rms_norm" : "native_layer_norm";
   if (slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
     with_slots<1, KMax>(slots, 256, [&](auto kc) {
       constexpr int K = decltype(kc)::value;
@@ -571,9 +622,11 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
   constexpr int V = kVec<T>;
   constexpr int KMax = bwd_max_slots<T>();
   BwdParams p = p0;
-  const char* op = p.mean ? "native_layer_norm_backward" : "native_rms_norm_backward";
+  const char* op = p.dadd   ? "add_layer_norm_backward"
+                   : p.mean ? "native_layer_norm_backward"
+                            : "native_rms_norm_backward";
   const bool want_partials = dw != nullptr || db != nullptr;
-  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx});
+  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx, p.dadd});
   const int64_t slots = ceil_div(p.cols, V);
   const size_t col_bytes = static_cast<size_t>(p.cols) * sizeof(A);
   int64_t parts = 0;
@@ -667,11 +720,56 @@ void norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& d
       });
 }
 
+void add_norm_forward_cuda(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                           const NormParams& np) {
+  if (np.rows == 0) return;
+  CurrentDevice guard(x.device().index());
+  FwdParams p;
+  p.x = x.data_ptr();
+  p.r = residual.data_ptr();
+  p.s = sum.data_ptr();
+  p.w = ptr_or_null(weight);
+  p.b = ptr_or_null(bias);
+  p.y = y.data_ptr();
+  p.mean = mean.data_ptr();
+  p.rstd = rstd.data_ptr();
+  p.rows = np.rows;
+  p.cols = np.cols;
+  p.eps = np.eps;
+  const cudaStream_t stream = stream_of(x);
+  dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "add_layer_norm",
+                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, stream); });
+}
+
+void add_norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                            const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& weight, const NormParams& np) {
+  CurrentDevice guard(x.device().index());
+  BwdParams p;
+  p.dy = dy.data_ptr();
+  p.x = x.data_ptr();
+  p.mean = mean.data_ptr();
+  p.rstd = rstd.data_ptr();
+  p.w = ptr_or_null(weight);
+  p.dx = mut_or_null(dx);
+  p.dadd = dx.defined() ? ptr_or_null(dsum) : nullptr;
+  p.rows = np.rows;
+  p.cols = np.cols;
+  const cudaStream_t stream = stream_of(x);
+  dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "add_layer_norm_backward", [&]<class T>(TypeTag<T>) {
+    launch_backward<T>(p, static_cast<T*>(mut_or_null(dweight)), static_cast<T*>(mut_or_null(dbias)),
+                       x.device().index(), stream);
+  });
+}
+
 }  // namespace
 
 void register_norm() {
   norm_forward_kernel.set(DeviceType::CUDA, &norm_forward_cuda);
   norm_backward_kernel.set(DeviceType::CUDA, &norm_backward_cuda);
+  add_norm_forward_kernel.set(DeviceType::CUDA, &add_norm_forward_cuda);
+  add_norm_backward_kernel.set(DeviceType::CUDA, &add_norm_backward_cuda);
 }
 
 }  // namespace tessera::cuda

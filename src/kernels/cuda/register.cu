@@ -19,6 +19,7 @@ void register_cuda_kernels() {
   register_loss();
   register_attention();
   register_amp();
+  register_fused();
 }
 
 }  // namespace tessera::cuda

@@ -1,0 +1,81 @@
+// GPT-2's fused paths against the unfused math, on the CPU in float64: the trunk with each residual
+// add fused into the following layer norm (ln_2, the next block's ln_1, ln_f) and c_fc + GELU as
+// linear_gelu, against the same modules composed as Hugging Face writes the block; the chunked
+// loss() against forward(idx, targets), values and gradients.
+#include <tuple>
+
+#include "common/test_util.h"
+#include "tessera/models.h"
+#include "tessera/nn/functional.h"
+
+namespace ts = tessera;
+namespace F = tessera::nn::functional;
+using namespace tessera::testing;
+
+namespace {
+
+ts::models::GPT2Config tiny(int64_t layers) {
+  ts::models::GPT2Config cfg;
+  cfg.n_layer = layers;
+  cfg.n_head = 2;
+  cfg.n_embd = 16;
+  cfg.n_positions = 12;
+  cfg.vocab_size = 37;
+  cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
+  return cfg;
+}
+
+// HF's GPT2Model.forward written out with the model's own modules, no fused op.
+ts::Tensor unfused_trunk(ts::models::GPT2Model& m, const ts::Tensor& idx) {
+  ts::Tensor pos = ts::arange(idx.size(1), ts::TensorOptions(ts::kInt64));
+  ts::Tensor x = m.wte(idx) + m.wpe(pos);
+  for (size_t i = 0; i < m.h.size(); ++i) {
+    auto& b = m.h.at<ts::models::GPT2Block>(static_cast<int64_t>(i));
+    x = x + b.attn(b.ln_1(x));
+    x = x + b.mlp.c_proj(F::gelu(b.mlp.c_fc(b.ln_2(x)), "tanh"));
+  }
+  return m.ln_f(x);
+}
+
+TEST(GPT2Fused, TrunkMatchesUnfusedBlocks) {
+  for (int64_t layers : {0, 1, 3}) {
+    ts::manual_seed(3);
+    ts::models::GPT2 model(tiny(layers));
+    model.to(ts::kFloat64);
+    ts::Tensor idx = test_data({2, 9}, ts::kInt64, 7, 0, 37).reshape({2, 9});
+    ts::Tensor got = model.transformer.forward(idx, nullptr);
+    ts::Tensor want = unfused_trunk(model.transformer, idx);
+    EXPECT_TRUE(all_close(got, want, {1e-12, 1e-12})) << layers << " layers";
+    // A block alone (forward) is the same math too.
+    if (layers > 0) {
+      auto& b = model.transformer.h.at<ts::models::GPT2Block>(0);
+      ts::Tensor x = test_data({2, 5, 16}, ts::kFloat64, 8).reshape({2, 5, 16});
+      ts::Tensor y = x + b.attn(b.ln_1(x));
+      y = y + b.mlp.c_proj(F::gelu(b.mlp.c_fc(b.ln_2(y)), "tanh"));
+      EXPECT_TRUE(all_close(b.forward(x, nullptr), y, {1e-12, 1e-12}));
+    }
+  }
+}
+
+TEST(GPT2Fused, ChunkedLossMatchesLogitsLoss) {
+  ts::manual_seed(4);
+  ts::models::GPT2 model(tiny(2));
+  model.to(ts::kFloat64);
+  ts::Tensor idx = test_data({3, 10}, ts::kInt64, 9, 0, 37).reshape({3, 10});
+  ts::Tensor tgt = test_data({3, 10}, ts::kInt64, 10, 0, 37).reshape({3, 10});
+  tgt.narrow(1, 0, 2).fill_(-100);
+  ts::Tensor fused = model.loss(idx, tgt, /*chunk_rows=*/7);
+  fused.backward();
+  std::vector<ts::Tensor> g_fused;
+  for (const ts::Tensor& p : model.parameters()) g_fused.push_back(p.grad().clone());
+  model.zero_grad();
+  auto [logits, loss] = model.forward(idx, tgt);
+  EXPECT_EQ(logits.sizes(), ts::Shape({3, 10, 37}));
+  loss.backward();
+  EXPECT_TRUE(all_close(fused, loss, {1e-12, 1e-12}));
+  size_t i = 0;
+  for (const ts::Tensor& p : model.parameters()) EXPECT_TRUE(all_close(g_fused[i++], p.grad(), {1e-10, 1e-12}));
+  EXPECT_THROW(model.loss(idx, tgt.narrow(1, 0, 5)), ts::ShapeError);
+}
+
+}  // namespace
