@@ -218,7 +218,7 @@ __device__ __forceinline__ dacc_t<T> row_shift(const T* xr, const T* rr, bool ac
 // before the reduction (to hide their latency) was tried and measured slower on the H200: the 16-byte
 // vectors held across the reduction took the bf16 kernel from 64 to 97 registers and halved the
 // resident blocks (layer norm 0.133 -> 0.257 ms, RMS norm 0.116 -> 0.190 ms at 16384 x 4096).
-template <class T, int K>
+template <class T, int K, bool kResidual>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
@@ -235,11 +235,11 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const T* xr = x + (active ? row : 0) * p.cols;
-    const T* rr = p.r ? static_cast<const T*>(p.r) + (active ? row : 0) * p.cols : nullptr;
     Vec<T, V> v[K];  // the row's slots, raw: v[k].v[j] read through load_acc
 #pragma unroll
     for (int k = 0; k < K; ++k) load_slot_raw<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
-    if (rr) {  // uniform
+    if constexpr (kResidual) {  // a separate instantiation: the plain norm keeps its registers
+      const T* rr = static_cast<const T*>(p.r) + (active ? row : 0) * p.cols;
       T* sr = static_cast<T*>(p.s) + (active ? row : 0) * p.cols;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -606,7 +606,8 @@ void launch_forward(const FwdParams& p0, cudaStream_t stream) {
     with_slots<1, KMax>(slots, 256, [&](auto kc) {
       constexpr int K = decltype(kc)::value;
       const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
-      norm_fwd_reg_kernel<T, K><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      if (p.r) norm_fwd_reg_kernel<T, K, true><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      else norm_fwd_reg_kernel<T, K, false><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       check_launch(op, "norm_fwd_reg_kernel");
     });
     return;
