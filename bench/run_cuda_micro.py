@@ -184,7 +184,7 @@ def main():
                     help="the interpreter whose PyTorch (built with CUDA) runs bench/torch/cuda_micro.py")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--only", default="", help="only the rows whose name contains this")
+    ap.add_argument("--only", default="", help="only the rows whose name contains one of these comma-separated parts")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per program run")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/cuda-micro.json"))

@@ -127,7 +127,15 @@ struct Result {
 
 // Runs one row; an exception (a missing kernel, out of memory) becomes an error row.
 void row(const std::string& name, const std::string& unit, const std::function<Result()>& measure) {
-  if (!opt.only.empty() && name.find(opt.only) == std::string::npos) return;
+  if (!opt.only.empty()) {  // comma-separated parts: a row runs when its name contains one of them
+    bool hit = false;
+    for (size_t b = 0; b <= opt.only.size();) {
+      const size_t e = std::min(opt.only.find(',', b), opt.only.size());
+      if (e > b && name.find(opt.only.substr(b, e - b)) != std::string::npos) hit = true;
+      b = e + 1;
+    }
+    if (!hit) return;
+  }
   std::string line = "{\"name\": " + json_str(name) + ", \"unit\": " + json_str(unit);
   try {
     try {

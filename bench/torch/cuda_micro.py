@@ -62,7 +62,7 @@ def compiled_ms(make_fn, value_of):
 
 
 def row(name, unit, measure):
-    if OPT.only and OPT.only not in name:
+    if OPT.only and not any(part in name for part in OPT.only.split(",")):
         return
     out = {"name": name, "unit": unit}
     try:
@@ -408,7 +408,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="only rows whose name contains one of these comma-separated parts")
     ap.add_argument("--no-compile", dest="compile", action="store_false")
     OPT = ap.parse_args()
     OPT.runs = max(OPT.runs, 20)
