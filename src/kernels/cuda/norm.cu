@@ -2,10 +2,9 @@
 // (ops/norm_kernel.h, Note [Norm rows]). x, dy, y, dx are contiguous (M, N) of one floating dtype T;
 // weight / bias (N) of T or absent; mean / rstd (M) in A = float (double for float64).
 //
-// Math as the CPU kernel (kernels/cpu/norm.cpp) up to rounding: mean and var = sum((x - mean)^2) / N,
-// rstd = 1 / sqrt(var + eps); RMS norm: mean = 0. The register forward merges per-thread moments
-// (Chan's formula, as PyTorch's Welford); the looped kernels sum around the row's first element and
-// take the centred squares in a second pass. Precise sqrtf / division (no fast math). Sums combine in a fixed order
+// Math as the CPU kernel (kernels/cpu/norm.cpp): mean = x0 + sum(x - x0) / N (summed around the row's
+// first element), var = sum((x - mean)^2) / N (second pass, from registers), rstd = 1 / sqrt(var +
+// eps); RMS norm: mean = 0. Precise sqrtf / division (no fast math). Sums combine in a fixed order
 // (warp butterfly, then the warps of a row in index order), so a run is reproducible.
 //
 // Rows map to a block (TX, TY): TX threads (a multiple of 32, at most 512) per row, TY rows per block
@@ -130,20 +129,6 @@ __device__ __forceinline__ void load_slot(const T* __restrict__ row, int s, int 
   }
 }
 
-// Loads slot `s` raw (in T: half the registers of the compute precision for the 16-bit types);
-// elements past the row (or of an invalid row) read as 0.
-template <class T, int V>
-__device__ __forceinline__ void load_slot_raw(const T* __restrict__ row, int s, int n, bool vec, bool active,
-                                              Vec<T, V>& r) {
-  const int e0 = s * V;
-  if (active && vec && e0 < n) {
-    r = *reinterpret_cast<const Vec<T, V>*>(row + e0);
-  } else {
-#pragma unroll
-    for (int j = 0; j < V; ++j) r.v[j] = active && e0 + j < n ? row[e0 + j] : convert<T>(dacc_t<T>(0));
-  }
-}
-
 template <class T, int V>
 __device__ __forceinline__ void store_slot(T* __restrict__ row, int s, int n, bool vec, const dacc_t<T> (&v)[V]) {
   const int e0 = s * V;
@@ -163,39 +148,6 @@ __device__ __forceinline__ void store_slot(T* __restrict__ row, int s, int n, bo
 
 // ---- forward ---------------------------------------------------------------------------------------
 
-// Row statistics as (count, mean, M2 = sum of squared deviations); Chan et al.'s merge of two parts.
-template <class A>
-struct Moments {
-  A n, mean, m2;
-};
-struct MergeMoments {
-  template <class A>
-  __device__ __forceinline__ Moments<A> operator()(Moments<A> a, Moments<A> b) const {
-    const A n = a.n + b.n;
-    if (n == A(0)) return a;
-    const A d = b.mean - a.mean, fb = b.n / n;
-    return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
-  }
-};
-
-// Merges each thread's moments over the TX threads of its row (warp butterfly, then the row's warps in
-// index order: a fixed order); every thread of the row gets the row's moments. Every thread of the
-// block must call it. smem holds 32 Moments.
-template <class A>
-__device__ __forceinline__ Moments<A> row_allreduce_moments(Moments<A> v, Moments<A>* smem) {
-  v = butterfly(v, 32, MergeMoments{});
-  const int nw = blockDim.x >> 5;
-  if (nw == 1) return v;
-  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) >> 5;
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) smem[warp] = v;
-  __syncthreads();
-  const int first = threadIdx.y * nw;
-  Moments<A> r = smem[first];
-  for (int w = 1; w < nw; ++w) r = MergeMoments{}(r, smem[first + w]);
-  return r;
-}
-
 // x + r rounded to T, in compute precision: the value the unfused add would store.
 template <class T>
 __device__ __forceinline__ dacc_t<T> rounded_sum(dacc_t<T> a, dacc_t<T> b) {
@@ -210,19 +162,16 @@ __device__ __forceinline__ dacc_t<T> row_shift(const T* xr, const T* rr, bool ac
   return rr ? rounded_sum<T>(load_acc(xr[0]), load_acc(rr[0])) : load_acc(xr[0]);
 }
 
-// Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V. Layer norm takes mean
-// and variance from one merge of per-thread moments (two-pass within a thread, Chan's formula across
-// threads: one row reduction instead of two), RMS norm from one sum of squares. The row stays in
-// registers raw (T), which for the 16-bit types halves the registers it takes; with a residual the
-// row is x + r rounded to T (what the unfused add stores), written to the sum output as well. Loading weight and bias
-// before the reduction (to hide their latency) was tried and measured slower on the H200: the 16-byte
-// vectors held across the reduction took the bf16 kernel from 64 to 97 registers and halved the
-// resident blocks (layer norm 0.133 -> 0.257 ms, RMS norm 0.116 -> 0.190 ms at 16384 x 4096).
+// Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V. With a residual
+// (kResidual, its own instantiation so that the plain norm keeps its registers) the row is x + r
+// rounded to T, written to the sum output as well. Tried and measured slower on the H200 (16384 x 4096
+// bf16): loading weight and bias before the reductions (97 registers, half the resident blocks: layer
+// norm 0.257 ms, RMS norm 0.190 ms) and the row kept raw in T with one merge of per-thread moments
+// instead of two reductions (0.164 / 0.125 ms), against 0.133 / 0.116 ms for this kernel.
 template <class T, int K, bool kResidual>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
-  __shared__ Moments<A> smem_m[32];
   __shared__ A smem[64];
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
@@ -235,62 +184,45 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const T* xr = x + (active ? row : 0) * p.cols;
-    Vec<T, V> v[K];  // the row's slots, raw: v[k].v[j] read through load_acc
+    const T* rr = kResidual ? static_cast<const T*>(p.r) + (active ? row : 0) * p.cols : nullptr;
+    A v[K][V];
 #pragma unroll
-    for (int k = 0; k < K; ++k) load_slot_raw<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
-    if constexpr (kResidual) {  // a separate instantiation: the plain norm keeps its registers
-      const T* rr = static_cast<const T*>(p.r) + (active ? row : 0) * p.cols;
+    for (int k = 0; k < K; ++k) load_slot<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
+    if constexpr (kResidual) {
       T* sr = static_cast<T*>(p.s) + (active ? row : 0) * p.cols;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        Vec<T, V> rv;
-        load_slot_raw<T, V>(rr, tx + k * TX, n, p.vec, active, rv);
-        A sv[V];
+        A rv[V];
+        load_slot<T, V>(rr, tx + k * TX, n, p.vec, active, rv);
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          v[k].v[j] = convert<T>(load_acc(v[k].v[j]) + load_acc(rv.v[j]));  // rounded once, as the add
-          sv[j] = load_acc(v[k].v[j]);
-        }
-        if (active) store_slot<T, V>(sr, tx + k * TX, n, p.vec, sv);
+        for (int j = 0; j < V; ++j) v[k][j] = rounded_sum<T>(v[k][j], rv[j]);
+        if (active) store_slot<T, V>(sr, tx + k * TX, n, p.vec, v[k]);
       }
     }
-    A mu = 0, var = 0;
+    A mu = 0;
     if (!p.rms) {
-      Moments<A> m{0, 0, 0};
+      const A shift = row_shift<T>(xr, rr, active, n);
+      A s[1] = {0};
 #pragma unroll
       for (int k = 0; k < K; ++k)
 #pragma unroll
         for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) {
-            m.n += A(1);
-            m.mean += load_acc(v[k].v[j]);
-          }
-      if (m.n > A(0)) m.mean /= m.n;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) {
-            const A d = load_acc(v[k].v[j]) - m.mean;
-            m.m2 += d * d;
-          }
-      m = row_allreduce_moments(m, smem_m);
-      mu = n > 0 ? m.mean : A(0) / nn;
-      var = m.m2 / nn;
-    } else {
-      A q[1] = {0};
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) {
-            const A e = load_acc(v[k].v[j]);
-            q[0] += e * e;
-          }
-      row_allreduce(q, smem);
-      var = q[0] / nn;
+          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
+      row_allreduce(s, smem);
+      mu = shift + s[0] / nn;
     }
-    const A rs = A(1) / dev_sqrt(var + static_cast<A>(p.eps));
+    A q[1] = {0};
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if ((tx + k * TX) * V + j < n) {
+          const A d = v[k][j] - mu;
+          q[0] += d * d;
+        }
+      }
+    row_allreduce(q, smem);
+    const A rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
     if (!active) continue;  // no barrier below
     if (tx == 0) {
       if (p.mean) static_cast<A*>(p.mean)[row] = mu;
@@ -301,16 +233,17 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
     for (int k = 0; k < K; ++k) {
       const int s = tx + k * TX;
       if (s * V >= n) continue;
-      A wv[V], bv[V], o[V];
+      A wv[V], bv[V];
       load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
       load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        o[j] = (load_acc(v[k].v[j]) - mu) * rs;
-        if (w) o[j] *= wv[j];
-        if (b) o[j] += bv[j];
+        A o = (v[k][j] - mu) * rs;
+        if (w) o *= wv[j];
+        if (b) o += bv[j];
+        v[k][j] = o;
       }
-      store_slot<T, V>(yr, s, n, p.vec, o);
+      store_slot<T, V>(yr, s, n, p.vec, v[k]);
     }
   }
 }
