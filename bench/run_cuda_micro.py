@@ -22,6 +22,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_io import gpu_info, run  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COPY = "copy_d2d_f32_256M"
 # name -> (work, kind, target); kind: "bw" vs the device copy, "time" vs torch, "rate" vs torch,
@@ -65,45 +68,6 @@ ROWS = {
 UNITS = {"ref": "GB/s", "bw": "GB/s", "time": "ms", "rate": "TFLOP/s", "overhead": "us/op", "alloc": "us/op"}
 CONV_PREFIX = "conv2d_rn50_b256_bf16/"
 ALLOC_BUDGET_US = 0.5
-
-
-def json_lines(text):
-    rows, header = {}, {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "name" in obj:
-            rows[obj["name"]] = obj
-        else:
-            header.update(obj)
-    return header, rows
-
-
-def run(cmd, what, timeout):
-    """Runs one side; its JSON lines, or ({}, {}) with the reason printed when it could not run."""
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"{what}: could not run: {e}", file=sys.stderr)
-        return {}, {}
-    if p.returncode != 0:
-        print(f"{what}: exit status {p.returncode}\n{p.stderr[-2000:]}", file=sys.stderr)
-    return json_lines(p.stdout)
-
-
-def gpu_info():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        name, driver = (s.strip() for s in out.split(",", 1))
-        return name, driver
-    except (OSError, subprocess.CalledProcessError, IndexError, ValueError):
-        return None, None
 
 
 def med(runs, name, key="value"):

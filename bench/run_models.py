@@ -24,48 +24,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_io import gpu_info, run  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 1024.0 ** 3
-
-
-def json_lines(text):
-    rows, header = {}, {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if "name" in obj:
-            rows[obj["name"]] = obj
-        else:
-            header.update(obj)
-    return header, rows
-
-
-def run(cmd, what, timeout):
-    """One side's (header, rows), or ({}, {}) with the reason printed when it could not run."""
-    print(f"==> {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"{what}: could not run: {e}", file=sys.stderr)
-        return {}, {}
-    if p.returncode != 0 or p.stderr.strip():
-        print(f"{what}: exit status {p.returncode}\n{p.stderr[-3000:]}", file=sys.stderr)
-    return json_lines(p.stdout)
-
-
-def gpu_info():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
-        name, driver = (s.strip() for s in out.split(",", 1))
-        return name, driver
-    except (OSError, subprocess.CalledProcessError, IndexError, ValueError):
-        return None, None
 
 
 def med(runs, name, key="value"):
@@ -219,13 +182,14 @@ def main():
     torch_py = os.path.join(ROOT, "bench", "torch", "models.py")
     ts_runs, eager_runs, compile_runs, torch_header = [], [], [], {}
     for r in range(a.rounds):
-        h, rows = run([binary] + common, f"tessera (round {r + 1})", a.timeout)
+        h, rows = run([binary] + common, f"tessera (round {r + 1})", a.timeout, announce=True)
         ts_runs.append(rows)
-        h, rows = run([a.python, torch_py] + common, f"PyTorch eager (round {r + 1})", a.timeout)
+        h, rows = run([a.python, torch_py] + common, f"PyTorch eager (round {r + 1})", a.timeout, announce=True)
         torch_header.update(h)
         eager_runs.append(rows)
         if a.compile:
-            h, rows = run([a.python, torch_py, "--compile"] + common, f"PyTorch compile (round {r + 1})", a.timeout)
+            h, rows = run([a.python, torch_py, "--compile"] + common, f"PyTorch compile (round {r + 1})", a.timeout,
+                           announce=True)
             compile_runs.append(rows)
     if not any(ts_runs):
         print("tessera's side produced no rows", file=sys.stderr)

@@ -1,0 +1,48 @@
+"""What the benchmark drivers (run_cuda_micro.py, run_models.py) share: running one side's program and
+reading the JSON lines it prints (rows carry a "name"; other objects are header fields), and the GPU's
+name and driver from nvidia-smi."""
+import json
+import subprocess
+import sys
+
+
+def json_lines(text):
+    rows, header = {}, {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "name" in obj:
+            rows[obj["name"]] = obj
+        else:
+            header.update(obj)
+    return header, rows
+
+
+def run(cmd, what, timeout, announce=False):
+    """One side's (header, rows), or ({}, {}) with the reason printed when it could not run."""
+    if announce:
+        print(f"==> {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"{what}: could not run: {e}", file=sys.stderr)
+        return {}, {}
+    if p.returncode != 0 or (announce and p.stderr.strip()):
+        print(f"{what}: exit status {p.returncode}\n{p.stderr[-3000:]}", file=sys.stderr)
+    return json_lines(p.stdout)
+
+
+def gpu_info():
+    """(name, driver) of the first GPU, or (None, None)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()[0]
+        name, driver = (s.strip() for s in out.split(",", 1))
+        return name, driver
+    except (OSError, subprocess.CalledProcessError, IndexError, ValueError):
+        return None, None
