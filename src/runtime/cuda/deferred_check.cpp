@@ -3,6 +3,7 @@
 #include "runtime/cuda/deferred_check.h"
 
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <vector>
 
@@ -102,7 +103,14 @@ int64_t pending_deferred_checks() {
 }
 
 void defer_status_check(cudaStream_t stream, const void* device_words, DeferredRaise raise) {
-  poll_deferred_checks();
+  // Earlier checks that have landed first (never this op's own, so an op does not raise its own
+  // error); an error of theirs is raised after this op's check is queued, so that one is kept.
+  std::exception_ptr earlier;
+  try {
+    poll_deferred_checks();
+  } catch (...) {
+    earlier = std::current_exception();
+  }
   State& s = state();
   // A full ring: the oldest check must land before its slot is handed out again.
   for (;;) {
@@ -112,21 +120,25 @@ void defer_status_check(cudaStream_t stream, const void* device_words, DeferredR
     }
     resolve(true);
   }
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.ring == nullptr) {
-    void* p = nullptr;
-    TS_CUDA_CHECK(cudaHostAlloc(&p, kSlots * 2 * sizeof(uint64_t), cudaHostAllocDefault));
-    s.ring = static_cast<uint64_t*>(p);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.ring == nullptr) {
+      void* p = nullptr;
+      TS_CUDA_CHECK(cudaHostAlloc(&p, kSlots * 2 * sizeof(uint64_t), cudaHostAllocDefault));
+      s.ring = static_cast<uint64_t*>(p);
+    }
+    int device = 0;
+    TS_CUDA_CHECK(cudaGetDevice(&device));  // the entry made the stream's device current
+    TS_CHECK(device >= 0 && device < kMaxDevices, DeviceError, "deferred check: device ", device, " out of range");
+    const int64_t slot = s.next;
+    TS_CUDA_CHECK(
+        cudaMemcpyAsync(s.ring + 2 * slot, device_words, 2 * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
+    cudaEvent_t done = take_event(s, device);
+    TS_CUDA_CHECK(cudaEventRecord(done, stream));
+    s.next = (s.next + 1) % kSlots;
+    s.pending.push_back(Pending{slot, device, done, std::move(raise)});
   }
-  const int64_t slot = s.next;
-  s.next = (s.next + 1) % kSlots;
-  TS_CUDA_CHECK(cudaMemcpyAsync(s.ring + 2 * slot, device_words, 2 * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream));
-  int device = 0;
-  TS_CUDA_CHECK(cudaGetDevice(&device));  // the entry made the stream's device current
-  TS_CHECK(device >= 0 && device < kMaxDevices, DeviceError, "deferred check: device ", device, " out of range");
-  cudaEvent_t done = take_event(s, device);
-  TS_CUDA_CHECK(cudaEventRecord(done, stream));
-  s.pending.push_back(Pending{slot, device, done, std::move(raise)});
+  if (earlier) std::rethrow_exception(earlier);
 }
 
 }  // namespace tessera::cuda

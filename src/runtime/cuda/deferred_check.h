@@ -10,7 +10,7 @@
 // whose event has completed: a zero word releases it; a non-zero word runs its closure, which throws
 // the op's IndexError (the one error raised, the rest stays queued). Polls run at every synchronization
 // tessera makes or offers (synchronize(), Stream/Event synchronize, copies to the host such as item()
-// and cpu()) and at the start of the next checked op, so a bad index raises at the latest at the next
+// and cpu()) and at the next checked op (never the op's own check), so a bad index raises at the latest at the next
 // point where the host waits for the device: asynchronously, as CUDA errors are in PyTorch, naming the
 // op that found it. The closure may read the bad value back from the device (a small synchronous copy:
 // the error path only).
@@ -26,7 +26,8 @@ namespace tessera::cuda {
 using DeferredRaise = std::function<void(uint64_t word0, uint64_t word1)>;
 
 // Queues the check of the two 64-bit words at `device_words` (device memory that stays valid in the
-// stream's order, e.g. a workspace block released after this call) on `stream`. Polls first.
+// stream's order, e.g. a workspace block released after this call) on `stream`. Resolves the
+// earlier checks that have landed; an error of theirs raises here, after this check is queued.
 void defer_status_check(cudaStream_t stream, const void* device_words, DeferredRaise raise);
 
 // Resolves the pending checks that have completed; raises the first failure found.
