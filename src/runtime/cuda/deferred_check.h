@@ -10,9 +10,9 @@
 // whose event has completed: a zero word releases it; a non-zero word runs its closure, which throws
 // the op's IndexError (the one error raised, the rest stays queued). Polls run at every synchronization
 // tessera makes or offers (synchronize(), Stream/Event synchronize, copies to the host such as item()
-// and cpu()) and at the next checked op (never the op's own check), so a bad index raises at the latest at the next
-// point where the host waits for the device: asynchronously, as CUDA errors are in PyTorch, naming the
-// op that found it. The closure may read the bad value back from the device (a small synchronous copy:
+// and cpu()) and at the next checked op (never for its own check), so a bad index raises at the latest
+// at the next point where the host waits for the device: asynchronously, as CUDA errors are in
+// PyTorch, naming the op that found it. The closure may read the bad value back from the device (a small synchronous copy:
 // the error path only).
 #pragma once
 #include <cuda_runtime_api.h>
