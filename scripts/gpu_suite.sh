@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # The GPU suite, for whoever changes GPU code (DESIGN.md "Testing"): builds with the cuda preset for the
 # local GPU, runs the `gpu`-labelled tests, optionally under compute-sanitizer with the allocator's cache
-# bypassed, and the CUDA micro-benchmarks. Logs and results go to OUT (default build/gpu-suite).
-#   scripts/gpu_suite.sh [--no-build] [--sanitize] [--bench] [--tests REGEX]
+# bypassed, and the benchmarks. Logs and results go to OUT (default build/gpu-suite).
+#   scripts/gpu_suite.sh [--no-build] [--sanitize] [--bench] [--models] [--tests REGEX]
+# The unit tests run one executable per process (several at once); the GPU conformance cases run in one
+# process after the oracle (as ctest entries, one process per case, they take minutes longer).
+# --bench: the CUDA micro-benchmarks, the CUDA graph benchmarks and, where FASHION_MNIST names the
+# Fashion-MNIST directory, the bf16-autocast accuracy row. --models: the model benchmarks
+# (bench/run_models.py: GPT-2 124M, ResNet-50, MLP, attention, with torch.compile and the loss parity).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-suite}
 mkdir -p "$OUT"
-build=1 sanitize=0 bench=0 filter=""
+build=1 sanitize=0 bench=0 models=0 filter=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
+    --models) models=1 ;;
     --tests) shift; filter="$1" ;;
     *) echo "gpu_suite.sh: unknown option $1"; exit 2 ;;
   esac
@@ -30,9 +36,28 @@ if [ $build = 1 ]; then
     || { tail -50 "$OUT/build.log"; echo "build failed"; exit 1; }
 fi
 echo "==> gpu tests"
-ctest --test-dir build -L gpu ${filter:+-R "$filter"} -j 8 --timeout 900 --output-on-failure > "$OUT/gpu-tests.log" 2>&1 || rc=1
-grep -E "tests passed|tests failed|Total Test time" "$OUT/gpu-tests.log"
-grep -E "^\s+[0-9]+ - " "$OUT/gpu-tests.log" | head -60
+: > "$OUT/gpu-tests.log"
+run_exe() {  # one unit-test executable; its summary line
+  local log="$OUT/$(basename "$1").log"
+  timeout "${TEST_TIMEOUT:-900}" "$1" > "$log" 2>&1
+  local r=$?
+  echo "$(basename "$1"): rc $r $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$log" | tr '\n' ' ')"
+}
+export -f run_exe
+export OUT
+find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
+  | xargs -r -P "${TEST_JOBS:-6}" -I{} bash -c 'run_exe {}' >> "$OUT/gpu-tests.log"
+cat "$OUT/gpu-tests.log"
+grep -q "rc [1-9]" "$OUT/gpu-tests.log" && rc=1
+# Tests of other labels that also use the GPU where one is found (the models' GPU cases, the train command).
+ctest --test-dir build -L "models|apps" ${filter:+-R "$filter"} -j 4 --timeout 900 > "$OUT/models-tests.log" 2>&1 || rc=1
+grep -E "tests passed|tests failed" "$OUT/models-tests.log"
+if [ -z "$filter" ] || echo conformance | grep -qE "$filter"; then
+  ctest --test-dir build -R conformance.oracle > "$OUT/conformance.log" 2>&1
+  TESSERA_CONFORMANCE_OUTPUTS="$PWD/build/tests/conformance/data/outputs.safetensors" \
+    build/tests/conformance/test_conformance_torch --gtest_filter='ConformanceCuda*' >> "$OUT/conformance.log" 2>&1 || rc=1
+  grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test" "$OUT/conformance.log"
+fi
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
   # Tests past 2^31 elements are left out: under the sanitizer they would take hours.
@@ -46,10 +71,23 @@ if [ $sanitize = 1 ]; then
     done
   done
 fi
-if [ $bench = 1 ] && [ -f bench/run_cuda_micro.py ]; then
+if [ $bench = 1 ]; then
   echo "==> CUDA micro-benchmarks"
   python3 bench/run_cuda_micro.py --build build > "$OUT/bench.log" 2>&1 || rc=1
   tail -40 "$OUT/bench.log"
-  cp bench/results/cuda-micro.json "$OUT/" 2>/dev/null
+  build/bench/bench_launch_floor >> "$OUT/bench.log" 2>&1
+  echo "==> CUDA graph benchmarks"
+  python3 bench/run_cuda_graph.py --build build >> "$OUT/bench.log" 2>&1 || rc=1
+  if [ -n "${FASHION_MNIST:-}" ]; then
+    echo "==> bf16 autocast accuracy (CNN, Fashion-MNIST)"
+    python3 bench/run_amp_accuracy.py --build build --data "$FASHION_MNIST" >> "$OUT/bench.log" 2>&1 || rc=1
+  fi
+  cp bench/results/cuda-micro.json bench/results/amp-graphs.json "$OUT/" 2>/dev/null
+fi
+if [ $models = 1 ]; then
+  echo "==> model benchmarks"
+  python3 bench/run_models.py --build build > "$OUT/models.log" 2>&1 || rc=1
+  tail -20 "$OUT/models.log"
+  cp bench/results/models.json "$OUT/" 2>/dev/null
 fi
 exit $rc
