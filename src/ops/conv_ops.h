@@ -17,7 +17,7 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, IntPair kerne
 // flat plane positions `indices` (int64, grad's shape). The window (as given to max_pool2d, stride
 // resolved) lets the deterministic kernels gather instead of scatter.
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, IntPair kernel_size,
-                           IntPair stride, IntPair padding, IntPair dilation);
+                           IntPair stride, IntPair padding, IntPair dilation, bool ceil_mode = false);
 
 // The adjoint of avg_pool2d for an input of input_sizes; grad has avg_pool2d's output shape.
 Tensor avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes, IntPair kernel_size, IntPair stride,

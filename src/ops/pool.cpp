@@ -114,7 +114,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kern
   if (should_record({&x4}))
     record_op("max_pool2d_with_indices", {x4}, {out},
               make_attrs({kernel_size.h, kernel_size.w, g.stride_h, g.stride_w, padding.h, padding.w, dilation.h,
-                          dilation.w},
+                          dilation.w, int64_t(ceil_mode)},
                          {indices}));
   return {from_4d(out, unbatched), from_4d(indices, unbatched)};
 }
@@ -167,7 +167,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, IntPair kernel_size,
-                           IntPair stride, IntPair padding, IntPair dilation) {
+                           IntPair stride, IntPair padding, IntPair dilation, bool ceil_mode) {
   const char* op = "max_pool2d_backward";
   OpScope scope(op, {&grad, &indices});
   check_defined(op, indices, "indices");
@@ -178,22 +178,18 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shap
            ": expected int64 indices of size ", grad.sizes(), ", got ", dtype_name(indices.dtype()), " of size ",
            indices.sizes());
   // The window is needed by the deterministic gather (which windows can cover an input position); the
-  // scatter reads the indices alone. The output size must be the one this window gives (either rounding).
-  PoolGeometry g = pool_geometry(op, input_sizes, kernel_size, stride, padding, dilation, false);
-  const PoolGeometry g_ceil = pool_geometry(op, input_sizes, kernel_size, stride, padding, dilation, true);
-  TS_CHECK((grad.size(2) == g.out_h || grad.size(2) == g_ceil.out_h) &&
-               (grad.size(3) == g.out_w || grad.size(3) == g_ceil.out_w),
-           ShapeError, op, ": grad_output of spatial size (", grad.size(2), ", ", grad.size(3),
-           ") does not match the window over an input of size ", input_sizes);
-  g.out_h = grad.size(2);
-  g.out_w = grad.size(3);
+  // scatter reads the indices alone. The gradient must have the size this window gives.
+  const PoolGeometry g = pool_geometry(op, input_sizes, kernel_size, stride, padding, dilation, ceil_mode);
+  TS_CHECK(grad.size(2) == g.out_h && grad.size(3) == g.out_w, ShapeError, op, ": grad_output of spatial size (",
+           grad.size(2), ", ", grad.size(3), ") does not match the window's output (", g.out_h, ", ", g.out_w,
+           ") for an input of size ", input_sizes);
   Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(),
                                     suggests_channels_last(grad) || suggests_channels_last(indices));
   max_pool2d_backward_kernel(out.device(), out, grad.detach(), indices, g);
   if (should_record({&grad}))
     record_op(op, {grad}, {out},
               make_attrs({kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w, dilation.h,
-                          dilation.w},
+                          dilation.w, int64_t(ceil_mode)},
                          {indices}));
   return out;
 }

@@ -328,13 +328,13 @@ TEST(CudaPool, MaxPoolMatchesCpuWithIndices) {
         // Backward: the gradient scattered to the argmax (overlapping windows add up).
         ts::Tensor g = test_data(want.sizes(), dt, 31);
         const ts::IntPair stride = c.stride;
-        ts::Tensor dx_want = ts::max_pool2d_backward(g, want_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
-        ts::Tensor dx_got = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
+        ts::Tensor dx_want = ts::max_pool2d_backward(g, want_idx, x.sizes(), c.kernel, stride, c.pad, c.dil, c.ceil);
+        ts::Tensor dx_got = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil, c.ceil);
         EXPECT_TRUE(all_close_scaled(dx_got.cpu(), dx_want, tol_k(dt, 4)));
         // The deterministic gather adds in the CPU's order and rounds once, as the CPU: bitwise equal.
         const bool was = ts::is_deterministic();
         ts::set_deterministic(true);
-        ts::Tensor dx_det = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil);
+        ts::Tensor dx_det = ts::max_pool2d_backward(gpu(g, cl), got_idx, x.sizes(), c.kernel, stride, c.pad, c.dil, c.ceil);
         ts::set_deterministic(was);
         EXPECT_TRUE(all_close_scaled(dx_det.cpu(), dx_want, {0, 0}));
       }

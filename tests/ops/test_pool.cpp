@@ -244,6 +244,10 @@ TEST(PoolErrors, ShapesValuesDTypesDevices) {
   EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), ts::full_like(idx, 36), x.sizes(), 2, 2, 0, 1), ts::IndexError);
   // A window that does not give the gradient's size.
   EXPECT_THROW(ts::max_pool2d_backward(ts::ones(out.sizes()), idx, x.sizes(), 3, 1, 1, 1), ts::ShapeError);
+  // The rounding of the forward is part of the window: ceil_mode's extra row is not floor's.
+  auto [oc, ic] = ts::max_pool2d_with_indices(ts::ones({1, 1, 6, 6}), 3, 2, 0, 1, true);  // 3x3 (floor: 2x2)
+  EXPECT_THROW(ts::max_pool2d_backward(ts::ones(oc.sizes()), ic, {1, 1, 6, 6}, 3, 2, 0, 1, false), ts::ShapeError);
+  EXPECT_NO_THROW(ts::max_pool2d_backward(ts::ones(oc.sizes()), ic, {1, 1, 6, 6}, 3, 2, 0, 1, true));
   EXPECT_THROW(ts::avg_pool2d_backward(ts::ones({2, 3, 2, 2}), x.sizes(), 2, 2, 0, false, true), ts::ShapeError);
   EXPECT_THROW(ts::adaptive_avg_pool2d_backward(ts::ones({2, 3, 2, 2}), {2, 4, 6, 6}), ts::ShapeError);
 }

@@ -95,7 +95,7 @@ V conv2d_backward_weight_back(const BackwardContext& c, const V& g) {
 V max_pool2d_back(const BackwardContext& c, const V& g) {
   const auto& i = c.attrs.ints;
   return {max_pool2d_backward(g[0], c.attrs.tensors.at(0), c.input_meta[0].sizes, {i.at(0), i.at(1)},
-                              {i.at(2), i.at(3)}, {i.at(4), i.at(5)}, {i.at(6), i.at(7)})};
+                              {i.at(2), i.at(3)}, {i.at(4), i.at(5)}, {i.at(6), i.at(7)}, i.at(8) != 0)};
 }
 
 // The gradient of max_pool2d_backward picks the incoming gradient at the argmax positions.
