@@ -87,14 +87,7 @@ void resolve(bool wait_front) {
 
 }  // namespace
 
-void poll_deferred_checks() {
-  State& s = state();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.pending.empty()) return;
-  }
-  resolve(false);
-}
+void poll_deferred_checks() { resolve(false); }
 
 int64_t pending_deferred_checks() {
   State& s = state();
