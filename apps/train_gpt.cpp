@@ -165,7 +165,7 @@ GptRunResult train_gpt(const TrainOptions& o) {
       Tensor loss;
       {
         amp::autocast guard(device, kBFloat16, amp);
-        loss = model.forward(to_device(x, device), to_device(y, device)).second;
+        loss = model.loss(to_device(x, device), to_device(y, device));
       }
       Tensor scaled = o.accum > 1 ? loss / static_cast<double>(o.accum) : loss;
       scaled.backward();

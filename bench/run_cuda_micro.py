@@ -56,6 +56,8 @@ ROWS = {
                                                 "time", 1.0),
     "mlp_gelu_fwd_bwd_bf16_16384x768x3072x768": ("GPT-2 MLP (c_fc, gelu(tanh), c_proj) fwd+bwd bf16 16384x768 (fused)",
                                                  "time", 1.0),
+    "linear_fwd_bwd_bf16_16384x768x50257": ("linear fwd+bwd bf16 16384x768 @ 768x50257 (unaligned logits rows)",
+                                            "time", 1.0),
     "linear_cross_entropy_fwd_bwd_bf16_16384x768x50257": (
         "linear + cross_entropy fwd+bwd bf16 16384x768, V=50257 (chunked, vs unfused)", "time", 1.0),
     "matmul_bf16_8192": ("matmul bf16 8192^3", "rate", 0.95),

@@ -1,6 +1,8 @@
 // Model training benchmarks (issue "GPT-2 and ResNet-50 training at PyTorch speed or better"):
 //   gpt2      GPT-2 124M (models::GPT2Config's defaults, dropout 0) training step, batch 16 x 1024 tokens,
-//             bfloat16 autocast, clip_grad_norm_ 1.0, fused AdamW: tokens/s and peak memory;
+//             bfloat16 autocast, clip_grad_norm_ 1.0, fused AdamW: tokens/s and peak memory; the loss
+//             through GPT2::loss (the chunked classifier + cross-entropy), or with --gpt-logits through
+//             the (B T, V) logits and cross_entropy, as PyTorch's script does;
 //   resnet50  ResNet-50, batch 256, 224x224, channels-last, bfloat16 autocast, SGD momentum 0.9 weight
 //             decay 5e-5: images/s and peak memory;
 //   mlp       the MLP 784-512-512-10 step (batch 128, float32, SGD momentum 0.9): steps/s;
@@ -24,7 +26,7 @@
 // clip 1.0, linear warm-up then cosine to lr / 10) and writes DIR/meta.json (the settings) and
 // DIR/tessera_losses.json (the loss of each step). --cpu runs it on the CPU (a smoke test).
 //
-// usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024]
+// usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits] [--profile]
 //                     [--resnet-batch 256] [--cudnn-benchmark]
 #include <algorithm>
 #include <array>
@@ -59,6 +61,8 @@ struct Args {
   int64_t batch = 16, seq = 256;
   uint64_t seed = 1337;
   bool fp32 = false;
+  bool gpt_logits = false;
+  bool profile = false;  // print the op table of two profiled steps of each model (stderr)  // GPT-2's loss through the full logits instead of GPT2::loss
   bool cudnn_benchmark = false;
   bool cpu = false;  // loss-curve mode on the CPU (a smoke test of the files without a GPU)
 };
@@ -98,6 +102,22 @@ Timing time_steps(const std::function<void()>& step) {
     t.push_back(static_cast<double>(start.elapsed_time(stop)) / g_args.iters);
   }
   return {median(t), peak_allocated()};
+}
+
+// --profile: two more steps under the profiler (CPU and CUDA), their op table on stderr, sorted by
+// GPU time and by host time (stdout keeps the JSON lines).
+void profile_steps(const std::string& name, const std::function<void()>& step) {
+  if (!g_args.profile) return;
+  step();
+  cuda::synchronize();
+  ts::profiler::profile prof({.activities = {ts::profiler::CPU, ts::profiler::CUDA}});
+  for (int i = 0; i < 2; ++i) step();
+  cuda::synchronize();
+  prof.stop();
+  const ts::profiler::KeyAverages avg = prof.key_averages();
+  std::fprintf(stderr, "==> profile of 2 steps of %s, by GPU time\n%s\n", name.c_str(),
+               avg.table("self_cuda_time_total", 40).c_str());
+  std::fprintf(stderr, "==> the same, by host time\n%s\n", avg.table("self_cpu_time_total", 25).c_str());
 }
 
 void emit(const std::string& name, const char* unit, double value, const Timing& t) {
@@ -149,7 +169,7 @@ void bench_gpt2() {
       ts::Tensor loss;
       {
         ts::amp::autocast guard(gpu, ts::kBFloat16);
-        loss = model.forward(x, y).second;
+        loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y);
       }
       loss.backward();
       ts::nn::utils::clip_grad_norm_(params, 1.0);
@@ -158,6 +178,7 @@ void bench_gpt2() {
     };
     const Timing t = time_steps(step);
     emit(name, "tokens/s", static_cast<double>(B * T) * 1000.0 / t.ms, t);
+    profile_steps(name, step);
   });
 }
 
@@ -185,6 +206,7 @@ void bench_resnet50() {
     };
     const Timing t = time_steps(step);
     emit(name, "images/s", static_cast<double>(B) * 1000.0 / t.ms, t);
+    profile_steps(name, step);
   });
 }
 
@@ -381,7 +403,7 @@ int run_loss_curve() {
     ts::Tensor loss;
     {
       ts::amp::autocast guard(gpu, ts::kBFloat16, !g_args.fp32);
-      loss = model.forward(x, y).second;
+      loss = model.loss(x, y);
     }
     loss.backward();
     ts::nn::utils::clip_grad_norm_(params, clip);
@@ -427,6 +449,8 @@ int main(int argc, char** argv) {
     else if (a == "--text") g_args.text = value();
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
+    else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--profile") g_args.profile = true;
     else if (a == "--cudnn-benchmark") g_args.cudnn_benchmark = true;
     else if (a == "--cpu") g_args.cpu = true;
     else {

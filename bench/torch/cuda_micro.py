@@ -262,6 +262,16 @@ def bench_fused():
         ms = median_ms(step)
         return ms, ms
 
+    def lin():
+        x = rnd(r, c, dtype=bf).requires_grad_()
+        w = (rnd(v, c, dtype=bf) * 0.02).requires_grad_()
+        gy = rnd(r, v, dtype=bf)
+
+        def step():
+            torch.autograd.grad(F.linear(x, w), (x, w), gy)
+        ms = median_ms(step)
+        return ms, ms
+
     def lin_ce():
         x = rnd(r, c, dtype=bf).requires_grad_()
         w = (rnd(v, c, dtype=bf) * 0.02).requires_grad_()
@@ -275,6 +285,7 @@ def bench_fused():
     row("add_layer_norm_fwd_bwd_bf16_16384x768", "ms", add_ln)
     row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", lin_gelu)
     row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", mlp)
+    row("linear_fwd_bwd_bf16_16384x768x50257", "ms", lin)
     row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", lin_ce)
 
 

@@ -265,6 +265,34 @@ TEST(CudaMatmul, LargeShapeMatchesFloat64) {
   }
 }
 
+// Note [Aligned GEMM staging]: products large against a matrix whose rows are no whole number of 16-byte
+// vectors (1003 columns) copy it to an aligned buffer, or compute into one and copy back; every operand
+// role, a transposed storage, a batch, beta != 0 and a broadcast batch, against float64.
+TEST(CudaMatmul, UnalignedRowsOfLargeProductsAreStaged) {
+  TS_REQUIRE_GPU();
+  Tf32Scope tf32(false);
+  const int64_t m = 256, k = 768, n = 1003;
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat16, ts::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const ts::Tensor a = data({m, k}, dt, 50), w = data({n, k}, dt, 51), g = data({m, n}, dt, 52);
+    auto ref = [](const ts::Tensor& x, const ts::Tensor& y) { return ts::mm(x.to(ts::kFloat64), y.to(ts::kFloat64)); };
+    // The logits: C (m, 1003) written through an aligned buffer.
+    EXPECT_TRUE(all_close_scaled(ts::mm(gpu(a), gpu(w).t()).cpu(), ref(a, w.t()), tol_k(dt, k)));
+    // Their gradients: A (m, 1003) read with K = 1003, and A^T (1003, m) stored transposed.
+    EXPECT_TRUE(all_close_scaled(ts::mm(gpu(g), gpu(w)).cpu(), ref(g, w), tol_k(dt, n)));
+    EXPECT_TRUE(all_close_scaled(ts::mm(gpu(g).t(), gpu(a)).cpu(), ref(g.t(), a), tol_k(dt, m)));
+    // Batched, with beta (baddbmm reads C), and a broadcast batch operand.
+    const ts::Tensor a3 = data({2, m, k}, dt, 53), c3 = data({2, m, n}, dt, 54);
+    const ts::Tensor want3 = ts::baddbmm(c3.to(ts::kFloat64), a3.to(ts::kFloat64), w.t().to(ts::kFloat64).expand({2, k, n}),
+                                         0.5, 2.0);
+    const ts::Tensor got3 = ts::baddbmm(gpu(c3), gpu(a3), gpu(w).t().expand({2, k, n}), 0.5, 2.0);
+    EXPECT_TRUE(all_close_scaled(got3.cpu(), want3, tol_k(dt, k)));
+    const ts::Tensor g3 = data({2, m, n}, dt, 55);
+    EXPECT_TRUE(all_close_scaled(ts::bmm(gpu(g3), gpu(w).expand({2, n, k})).cpu(),
+                                 ts::bmm(g3.to(ts::kFloat64), w.to(ts::kFloat64).expand({2, n, k})), tol_k(dt, n)));
+  }
+}
+
 // ---- the fused epilogue (an internal entry of the CUDA backend: only in a CUDA build) ------------------
 #if defined(TESSERA_WITH_CUDA)
 namespace {

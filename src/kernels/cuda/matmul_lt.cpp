@@ -378,11 +378,68 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// Note [Aligned GEMM staging]: cuBLASLt's fast Hopper kernels need every matrix's base address and
+// leading dim 16-byte aligned. A row of GPT-2's V = 50257 bfloat16 logits is not, and the products that
+// read or write such a matrix run on kernels several times slower. So a large product stages it: an
+// input is copied into a buffer whose leading dim is rounded up to 16 bytes, a result is computed into
+// such a buffer and copied back. The copies move the matrix twice through memory; they pay when the
+// product does many flops per byte of the staged matrix (kStageFlopsPerByte: at ~700 TFLOP/s against
+// ~4 TB/s a copy costs what ~350 flops per byte do, the misaligned kernels lose more than that).
+constexpr double kStageFlopsPerByte = 256;
+
+// Whether the matrix of a 3-D view t (batch, r, c) has a misaligned base, leading dim or batch stride
+// and is worth staging in a product of `flops`.
+bool worth_staging(const Tensor& t, double flops) {
+  const int64_t es = static_cast<int64_t>(t.element_size());
+  if (t.numel() == 0 || 16 % es != 0 || t.size(1) <= 1 || t.size(2) <= 1) return false;
+  const std::optional<ColMajor> l = col_major(t.size(1), t.size(2), t.stride(1), t.stride(2));
+  const bool batched = t.size(0) > 1 && t.stride(0) != 0;
+  const bool aligned = l && alignment_of(t.data_ptr()) >= 16 && (l->ld * es) % 16 == 0 &&
+                       (!batched || (t.stride(0) * es) % 16 == 0);
+  if (aligned) return false;
+  const double matrices = batched ? static_cast<double>(t.size(0)) : 1.0;
+  return flops >= kStageFlopsPerByte * matrices * static_cast<double>(t.size(1) * t.size(2) * es);
+}
+
+// An empty 3-D buffer shaped as t (batch, r, c), stored as t is (rows or columns contiguous), with the
+// leading dim rounded up to 16 bytes. A broadcast batch (stride 0) stays one matrix, expanded.
+Tensor aligned_like(const Tensor& t) {
+  const int64_t step = 16 / static_cast<int64_t>(t.element_size());
+  const int64_t B = t.size(0), r = t.size(1), c = t.size(2);
+  const bool bcast = B > 1 && t.stride(0) == 0;
+  const int64_t nb = bcast ? 1 : B;
+  const bool cols = t.stride(1) == 1 && t.stride(2) != 1;  // column-major storage stays column-major
+  Tensor v = cols ? make_empty({nb, c, (r + step - 1) / step * step}, t.dtype(), t.device()).narrow(2, 0, r).transpose(1, 2)
+                  : make_empty({nb, r, (c + step - 1) / step * step}, t.dtype(), t.device()).narrow(2, 0, c);
+  return bcast ? v.expand(t.sizes()) : v;
+}
+
+// An aligned copy of the input operand t (Note [Aligned GEMM staging]).
+Tensor aligned_copy(const Tensor& t) {
+  Tensor v = aligned_like(t);
+  const bool bcast = t.size(0) > 1 && t.stride(0) == 0;
+  if (bcast) v.narrow(0, 0, 1).copy_(t.narrow(0, 0, 1));
+  else v.copy_(t);
+  return v;
+}
+
 }  // namespace
 
 void gemm_lt(const GemmParams& p) {
-  const Tensor& c = p.c;
   const double alpha = p.alpha.to_double(), beta = p.beta.to_double();
+  const double flops = 2.0 * static_cast<double>(p.batch()) * static_cast<double>(p.m()) *
+                       static_cast<double>(p.n()) * static_cast<double>(p.k());
+  if (worth_staging(p.a, flops) || worth_staging(p.b, flops) || worth_staging(p.c, flops)) {
+    const Tensor a = worth_staging(p.a, flops) ? aligned_copy(p.a) : p.a;
+    const Tensor b = worth_staging(p.b, flops) ? aligned_copy(p.b) : p.b;
+    if (!worth_staging(p.c, flops)) return gemm_lt(GemmParams{a, b, p.c, p.alpha, p.beta});
+    Tensor c = aligned_like(p.c);
+    if (beta != 0.0) c.copy_(p.c);
+    gemm_lt(GemmParams{a, b, c, p.alpha, p.beta});
+    Tensor(p.c).copy_(c);
+    return;
+  }
+  const Tensor& c = p.c;
   if (writable_in_place(c, false)) {
     const bool ok = lt_matmul(p.a, p.b, c, alpha, beta, CUBLASLT_EPILOGUE_DEFAULT, Tensor());
     TS_CHECK(ok, NotImplementedError, "matmul: cuBLASLt has no algorithm for a ", p.a.sizes(), " @ ", p.b.sizes(),
