@@ -2,7 +2,7 @@
 # The GPU suite, for whoever changes GPU code (DESIGN.md "Testing"): builds with the cuda preset for the
 # local GPU, runs the `gpu`-labelled tests, optionally under compute-sanitizer with the allocator's cache
 # bypassed, and the benchmarks. Logs and results go to OUT (default build/gpu-suite).
-#   scripts/gpu_suite.sh [--no-build] [--sanitize] [--bench] [--models] [--tests REGEX]
+#   scripts/gpu_suite.sh [--no-build] [--no-tests] [--sanitize] [--bench] [--models] [--tests REGEX]
 # The unit tests run one executable per process (several at once); the GPU conformance cases run in one
 # process after the oracle (as ctest entries, one process per case, they take minutes longer).
 # --bench: the CUDA micro-benchmarks, the CUDA graph benchmarks and, where FASHION_MNIST names the
@@ -12,10 +12,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-suite}
 mkdir -p "$OUT"
-build=1 sanitize=0 bench=0 models=0 filter=""
+export OUT
+build=1 tests=1 sanitize=0 bench=0 models=0 filter=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
+    --no-tests) tests=0 ;;
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
     --models) models=1 ;;
@@ -35,41 +37,49 @@ if [ $build = 1 ]; then
   { cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES="$arch" && cmake --build build -j "$(nproc)"; } > "$OUT/build.log" 2>&1 \
     || { tail -50 "$OUT/build.log"; echo "build failed"; exit 1; }
 fi
-echo "==> gpu tests"
-: > "$OUT/gpu-tests.log"
-run_exe() {  # one unit-test executable; its summary line
-  local log="$OUT/$(basename "$1").log"
-  timeout "${TEST_TIMEOUT:-900}" "$1" > "$log" 2>&1
-  local r=$?
-  echo "$(basename "$1"): rc $r $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$log" | tr '\n' ' ')"
-}
-export -f run_exe
-export OUT
-find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
-  | xargs -r -P "${TEST_JOBS:-6}" -I{} bash -c 'run_exe {}' >> "$OUT/gpu-tests.log"
-cat "$OUT/gpu-tests.log"
-grep -q "rc [1-9]" "$OUT/gpu-tests.log" && rc=1
-# Tests of other labels that also use the GPU where one is found (the models' GPU cases, the train command).
-ctest --test-dir build -L "models|apps" ${filter:+-R "$filter"} -j 4 --timeout 900 > "$OUT/models-tests.log" 2>&1 || rc=1
-grep -E "tests passed|tests failed" "$OUT/models-tests.log"
-if [ -z "$filter" ] || echo conformance | grep -qE "$filter"; then
-  ctest --test-dir build -R conformance.oracle > "$OUT/conformance.log" 2>&1
-  TESSERA_CONFORMANCE_OUTPUTS="$PWD/build/tests/conformance/data/outputs.safetensors" \
-    build/tests/conformance/test_conformance_torch --gtest_filter='ConformanceCuda*' >> "$OUT/conformance.log" 2>&1 || rc=1
-  grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test" "$OUT/conformance.log"
+if [ $tests = 1 ]; then
+  echo "==> gpu tests"
+  : > "$OUT/gpu-tests.log"
+  run_exe() {  # one unit-test executable; its summary line
+    local log="$OUT/$(basename "$1").log"
+    timeout "${TEST_TIMEOUT:-900}" "$1" > "$log" 2>&1
+    local r=$?
+    echo "$(basename "$1"): rc $r $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$log" | tr '\n' ' ')"
+  }
+  export -f run_exe
+  export OUT
+  find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
+    | xargs -r -P "${TEST_JOBS:-6}" -I{} bash -c 'run_exe {}' >> "$OUT/gpu-tests.log"
+  cat "$OUT/gpu-tests.log"
+  grep -q "rc [1-9]" "$OUT/gpu-tests.log" && rc=1
+  # Tests of other labels that also use the GPU where one is found (the models' GPU cases, the train command).
+  ctest --test-dir build -L "models|apps" ${filter:+-R "$filter"} -j 4 --timeout 900 > "$OUT/models-tests.log" 2>&1 || rc=1
+  grep -E "tests passed|tests failed" "$OUT/models-tests.log"
+  if [ -z "$filter" ] || echo conformance | grep -qE "$filter"; then
+    ctest --test-dir build -R conformance.oracle > "$OUT/conformance.log" 2>&1
+    TESSERA_CONFORMANCE_OUTPUTS="$PWD/build/tests/conformance/data/outputs.safetensors" \
+      build/tests/conformance/test_conformance_torch --gtest_filter='ConformanceCuda*' >> "$OUT/conformance.log" 2>&1 || rc=1
+    grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test" "$OUT/conformance.log"
+  fi
 fi
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
-  # Tests past 2^31 elements are left out: under the sanitizer they would take hours.
-  skip="-*Large*:*Huge*:*Past2*:*LargeShape*"
+  # Tests past 2^31 elements are left out: under the sanitizer they would take hours. Executables run
+  # SANITIZE_JOBS at a time (on SANITIZE_GPU where set: another GPU than the benchmarks').
+  sanitize_exe() {  # tool exe: one log per tool and executable, a summary line
+    local log="$OUT/sanitizer-$1-$(basename "$2").log"
+    env TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc ${SANITIZE_GPU:+CUDA_VISIBLE_DEVICES=$SANITIZE_GPU} \
+      timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$1" --error-exitcode 99 "$2" \
+      --gtest_filter="-*Large*:*Huge*:*Past2*:*LargeShape*" > "$log" 2>&1
+    local r=$?
+    echo "$1 $(basename "$2"): rc $r $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+  }
+  export -f sanitize_exe
   for tool in memcheck racecheck; do
-    for exe in build/tests/test_cuda_*; do
-      [ -f "$exe" ] && [ -x "$exe" ] || continue
-      TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool \
-        --error-exitcode 99 "$exe" --gtest_filter="$skip" >> "$OUT/sanitizer-$tool.log" 2>&1
-      echo "$tool $(basename "$exe"): rc $?" | tee -a "$OUT/sanitizer-summary.txt"
-    done
-  done
+    find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
+      | xargs -r -P "${SANITIZE_JOBS:-4}" -I{} bash -c "sanitize_exe $tool {}"
+  done | tee -a "$OUT/sanitizer-summary.txt"
+  grep -q "rc [1-9]" "$OUT/sanitizer-summary.txt" && rc=1
 fi
 if [ $bench = 1 ]; then
   echo "==> CUDA micro-benchmarks"

@@ -234,14 +234,14 @@ std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor
 // are computed; the backward multiplies the saved dx and dW by the incoming gradient of the loss.
 // The count of the "mean" stays on the device (a 0-dim tensor): no synchronization.
 //
-// Note [Padded logits rows]: on the GPU a row of V 16-bit logits is not a whole number of 16-byte
-// vectors when V is not a multiple of 8 (GPT-2's 50257), and cuBLASLt then runs every product that
-// reads or writes the logits with its slow 2-byte-aligned kernels (about 5x slower on an H200). So the
-// chunk's logits live in a (rows, Vp) buffer, Vp = V rounded up to 16 bytes: the GEMM writes columns
-// [0, V), the pad columns hold -inf, and the cross-entropy runs over all Vp columns. exp(-inf) = 0
-// adds nothing to the log-sum-exp (the targets are below V), so the loss is unchanged; the pad columns
-// of dlogits are exactly 0, and the two backward products read columns [0, V) through the aligned
-// row stride Vp. Nothing is copied.
+// Note [Padded logits rows]: on the GPU, cuBLASLt runs a product whose M, N or K is not a whole
+// number of 16-byte vectors (GPT-2's V = 50257) on old, slow kernels (sm_75 CUTLASS tiles, ~100
+// TFLOP/s on an H200 instead of ~700), whatever the leading dims. So the classifier runs on Vp = V
+// rounded up to 16 bytes: W gets Vp - V zero rows (a copy of W, small against the products), the
+// chunk's logits are (rows, Vp) with -inf written over the pad columns, and the cross-entropy runs
+// over all Vp columns. exp(-inf) = 0 adds nothing to the log-sum-exp (the targets are below V), so
+// the loss is unchanged; the pad columns of dlogits are exactly 0, so dx = dlogits @ Wp is unchanged
+// and dWp's pad rows are dropped.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index,
                             const std::string& reduction, int64_t chunk_rows) {
   if (autocast_pending()) [[unlikely]]
@@ -283,28 +283,32 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
                                        : full({}, Scalar(1.0), TensorOptions(ldt, dev));
     Tensor total = zeros({}, TensorOptions(ldt, dev));
     if (need_x) dx = make_empty({n, c}, d, dev);
-    // dW accumulates over the chunks: in float32 for 16-bit inputs (one rounding at the end).
-    const bool acc32 = need_w && compute_dtype(d) != d && n > chunk_rows;
-    Tensor dw_acc;
-    if (need_w) dw_acc = acc32 ? zeros({v, c}, TensorOptions(kFloat32, dev)) : zeros({v, c}, TensorOptions(d, dev));
-    // Note [Padded logits rows]: the logits' row stride vp >= V.
+    // Note [Padded logits rows]: the classes padded to vp >= V.
     const int64_t align = 16 / static_cast<int64_t>(element_size(d));
     const int64_t vp = dev.is_cuda() && v % align != 0 ? (v + align - 1) / align * align : v;
+    // dW (Vp rows) accumulates over the chunks: in float32 for 16-bit inputs (one rounding at the end).
+    const bool acc32 = need_w && compute_dtype(d) != d && n > chunk_rows;
+    Tensor dw_acc;
+    if (need_w) dw_acc = zeros({vp, c}, TensorOptions(acc32 ? kFloat32 : d, dev));
+    Tensor wp = w;
+    if (vp != v) {
+      wp = make_empty({vp, c}, d, dev);
+      wp.narrow(0, 0, v).copy_(w);
+      wp.narrow(0, v, vp - v).zero_();
+    }
     for (int64_t r0 = 0; r0 < n; r0 += chunk_rows) {
       const int64_t rc = std::min(chunk_rows, n - r0);
       const Tensor x_chunk = xc.narrow(0, r0, rc), t_chunk = t64.narrow(0, r0, rc);
-      Tensor logits = make_empty({rc, vp}, d, dev);  // (rc, Vp); columns [0, V) are the logits
-      gemm_kernel(dev, GemmParams{x_chunk.unsqueeze(0), w.t().unsqueeze(0), logits.narrow(1, 0, v).unsqueeze(0), 1, 0});
+      Tensor logits = mm(x_chunk, wp.t());  // (rc, Vp)
       if (vp != v) logits.narrow(1, v, vp - v).fill_(-std::numeric_limits<double>::infinity());
       auto [row_loss, lse] = cross_entropy_loss_rows(logits, t_chunk, Tensor(), ignore_index, 0.0);
       total = total + row_loss.sum();
       if (!need_x && !need_w) continue;
       Tensor dlogits = cross_entropy_loss_rows_backward(scale.expand({rc}), logits, t_chunk, Tensor(), lse,
-                                                        ignore_index, 0.0)
-                           .narrow(1, 0, v);  // (rc, V) of d, row stride Vp
+                                                        ignore_index, 0.0);  // (rc, Vp), d
       logits = Tensor();  // release the chunk's logits before the products
       if (need_x && c > 0)
-        gemm_kernel(dev, GemmParams{dlogits.unsqueeze(0), w.unsqueeze(0), dx.narrow(0, r0, rc).unsqueeze(0), 1, 0});
+        gemm_kernel(dev, GemmParams{dlogits.unsqueeze(0), wp.unsqueeze(0), dx.narrow(0, r0, rc).unsqueeze(0), 1, 0});
       if (need_w && c > 0) {
         if (acc32)
           dw_acc.add_(mm(dlogits.t(), x_chunk).to(kFloat32));
@@ -313,7 +317,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       }
     }
     loss = reduction == "mean" ? total * scale : total;
-    if (need_w) dw = dw_acc.to(d);
+    if (need_w) dw = dw_acc.narrow(0, 0, v).to(d);  // the first V rows: contiguous
   }
   if (rec) {
     OpAttrs attrs = make_attrs({ignore_index}, {dx, dw, t64});

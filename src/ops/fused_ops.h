@@ -22,15 +22,17 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
 // A transformer MLP without dropout: linear(linear_gelu(x, w1, b1), w2, b2); x (..., K), w1 (N1, K),
 // b1 (N1) or absent, w2 (N2, N1), b2 (N2) or absent -> (..., N2). The forward is linear_gelu's GEMM
 // (GELU_AUX_BIAS on CUDA) and a GEMM with the bias; the backward takes the gradient of the GELU's
-// input and c_fc's bias gradient from one GEMM with cuBLASLt's DGELU_BGRAD epilogue (linear_dgelu_bgrad),
-// and w2's and b2's from one BGRADB GEMM. Keeps the pre-activation and the GELU output (as the unfused
+// input from a GEMM and gelu_tanh_backward, and each layer's weight and bias gradients from one BGRADB
+// GEMM (linear_weight_bias_grad). Keeps the pre-activation and the GELU output (as the unfused
 // layers would). Records "mlp_gelu" with inputs {x, w1, b1, w2, b2} (absent biases undefined), output
 // {y}, attrs.tensors = {pre (M, N1), h (M, N1)}. Lower precision under autocast, as linear.
 Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
                 const std::optional<Tensor>& b2);
 
 // (dpre, dbias): dpre = (g @ w2) * gelu_tanh'(pre) (M, N1) and, when want_bias, dbias = the sum of
-// dpre's rows (N1); g (M, N2), w2 (N2, N1), pre (M, N1), one floating dtype. Records nothing.
+// dpre's rows (N1); g (M, N2), w2 (N2, N1), pre (M, N1), one floating dtype. Records nothing. On CUDA
+// one GEMM with cuBLASLt's DGELU_BGRAD epilogue (which runs the epilogue as a kernel of its own on an
+// H200: mlp_gelu's backward does not use it).
 std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2, const Tensor& pre, bool want_bias);
 
 // grad * gelu_tanh'(pre), elementwise, of pre's sizes and dtype (grad: same sizes and dtype). Records

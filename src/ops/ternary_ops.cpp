@@ -44,10 +44,29 @@ void record_if_needed(const char* op, const std::vector<Tensor>& inputs, const T
 
 }  // namespace
 
+// Note [CPU scalars] for where: a 0-dim CPU tensor among tensors of another device acts as a number
+// (as in PyTorch): it becomes a 0-dim tensor on that device, filled from its value read on the host
+// (no copy, no synchronization). `ops` may hold nulls; returns `t` itself where it stays.
+namespace {
+bool is_cpu_scalar(const Tensor* t) { return t && t->defined() && t->device().is_cpu() && t->dim() == 0; }
+
+Tensor on_op_device(const Tensor& t, std::initializer_list<const Tensor*> ops) {
+  if (!is_cpu_scalar(&t)) return t;
+  for (const Tensor* o : ops)
+    if (o && o->defined() && !o->device().is_cpu()) return scalar_tensor(t.item(), TensorOptions(t.dtype(), o->device()));
+  return t;
+}
+}  // namespace
+
 // ---- where ----------------------------------------------------------------------------------------
-static Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, const Tensor* b, const Scalar* bs) {
-  OpScope scope("where", {&cond, a ? a : &cond, b ? b : &cond});
-  check_defined("where", cond, "condition");
+static Tensor where_impl(const Tensor& cond0, const Tensor* a0, const Scalar* as, const Tensor* b0, const Scalar* bs) {
+  OpScope scope("where", {&cond0, a0 ? a0 : &cond0, b0 ? b0 : &cond0});
+  check_defined("where", cond0, "condition");
+  const Tensor cond = on_op_device(cond0, {a0, b0});
+  const Tensor a_dev = a0 ? on_op_device(*a0, {&cond0, b0}) : Tensor();
+  const Tensor b_dev = b0 ? on_op_device(*b0, {&cond0, a0}) : Tensor();
+  const Tensor* a = a0 ? &a_dev : nullptr;
+  const Tensor* b = b0 ? &b_dev : nullptr;
   check_same_device("where", {&cond, a, b});
   TS_CHECK(cond.dtype() == kBool || cond.dtype() == kUInt8, DTypeError,
            "where: expected condition to be a boolean tensor, but got a tensor with dtype ", dtype_name(cond.dtype()));
@@ -64,10 +83,10 @@ static Tensor where_impl(const Tensor& cond, const Tensor* a, const Scalar* as, 
     tc = cast_to(cond, kBool);
   }
   Tensor out = run_ternary("where", TernaryOp::Where, d, shape, tc, ta, tb, {});
-  if (should_record({a, b})) {
+  if (should_record({a0, b0})) {
     OpAttrs attrs;
     attrs.tensors = {tc};
-    record_op("where", {a ? *a : ta, b ? *b : tb}, {out}, std::move(attrs));
+    record_op("where", {a0 ? *a0 : ta, b0 ? *b0 : tb}, {out}, std::move(attrs));
   }
   return out;
 }

@@ -117,6 +117,36 @@ TEST(CudaCopy, NonContiguousDestinations) {
   }
 }
 
+// Note [Wide strided copies]: transposes of outer dims with a contiguous last dim move 16-, 8- or
+// 4-byte units; rows that are no whole number of units, a misaligned base and a broadcast source
+// take the element path. Bitwise against the CPU.
+TEST(CudaCopy, WideStridedCopies) {
+  TS_REQUIRE_GPU();
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat32, ts::kInt8, ts::kFloat64}) {
+    for (int64_t d : {64, 8, 6, 3, 1}) {
+      SCOPED_TRACE(ts::detail::str_cat(ts::dtype_name(dt), " D ", d));
+      const ts::Tensor x = td({3, 5, 7, d}, dt, 6);  // (B, T, H, D)
+      const ts::Tensor g = x.to("cuda");
+      EXPECT_TRUE(same(g.transpose(1, 2).contiguous(), x.transpose(1, 2).contiguous()));  // (B, H, T, D)
+      EXPECT_TRUE(same(g.permute({2, 0, 1, 3}).contiguous(), x.permute({2, 0, 1, 3}).contiguous()));
+      // Into a narrowed destination (a cat's slot), and from a base one element in (misaligned).
+      ts::Tensor buf = ts::zeros({3, 5, 9, d}, {dt, "cuda"});
+      buf.narrow(2, 1, 7).copy_(g);
+      ts::Tensor cbuf = ts::zeros({3, 5, 9, d}, dt);
+      cbuf.narrow(2, 1, 7).copy_(x);
+      EXPECT_TRUE(same(buf, cbuf));
+      const ts::Tensor flat = td({3 * 5 * 7 * d + 1}, dt, 7);
+      const ts::Tensor off = flat.to("cuda").narrow(0, 1, 3 * 5 * 7 * d).view({3, 5, 7, d});
+      EXPECT_TRUE(same(off.transpose(1, 2).contiguous(),
+                       flat.narrow(0, 1, 3 * 5 * 7 * d).view({3, 5, 7, d}).transpose(1, 2).contiguous()));
+      // A source broadcast along an outer dim.
+      ts::Tensor e = ts::empty({3, 4, 7, d}, {dt, "cuda"});
+      e.copy_(g.narrow(1, 0, 1).expand({3, 4, 7, d}));
+      EXPECT_TRUE(same(e, x.narrow(1, 0, 1).expand({3, 4, 7, d}).contiguous()));
+    }
+  }
+}
+
 TEST(CudaCopy, BroadcastSources) {
   TS_REQUIRE_GPU();
   for (ts::DType dt : {ts::kFloat16, ts::kFloat32, ts::kInt8, ts::kInt64}) {

@@ -344,6 +344,23 @@ TEST(CudaBinary, CpuScalarTensorsMeetGpuTensors) {
   EXPECT_THROW(ts::add_out(x.detach(), ts::ones({}), out), ts::DeviceError);
 }
 
+// where takes 0-dim CPU tensors as well, as condition or branch; pow's gradient with a CPU scalar
+// exponent goes through it.
+TEST(CudaBinary, WhereTakesCpuScalarTensors) {
+  TS_REQUIRE_GPU();
+  const ts::Tensor a = td({6, 33}, ts::kFloat32, 64), b = td({6, 33}, ts::kFloat32, 65);
+  const ts::Tensor cond = ts::gt(a, b), s = ts::tensor({2.5}).reshape({}), yes = ts::tensor({true}).reshape({});
+  EXPECT_TRUE(same_as_cpu(ts::where(cond.cuda(), a.cuda(), s), ts::where(cond, a, s)));
+  EXPECT_TRUE(same_as_cpu(ts::where(cond.cuda(), s, b.cuda()), ts::where(cond, s, b)));
+  EXPECT_TRUE(same_as_cpu(ts::where(yes, a.cuda(), b.cuda()), ts::where(yes, a, b)));
+  EXPECT_THROW(ts::where(cond, a.cuda(), b.cuda()), ts::DeviceError);  // a CPU condition of (6, 33)
+  const ts::Tensor x = ts::abs(a).add(0.5).cuda().requires_grad_();
+  const ts::Tensor e = ts::tensor({3.0}).reshape({});
+  ts::pow(x, e).sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(all_close(x.grad().cpu(), ts::pow(x.detach().cpu(), 2.0) * 3.0, {1e-5, 1e-5}));
+}
+
 TEST(CudaBinary, ComparisonsAndLogical) {
   TS_REQUIRE_GPU();
   const std::vector<std::pair<const char*, BinFn>> ops = {

@@ -535,6 +535,12 @@ TEST(CudaIndex, BadIndexRaisesAtTheNextSynchronizationOnce) {
   // item() waits for the device too: it raises a pending error.
   (void)ts::gather(x, 0, ints({7}).reshape({1, 1}).to(kCuda));
   EXPECT_THROW((void)x.sum().item(), ts::IndexError);
+  // index_add (the embedding backward's accumulation) defers too; the good rows are added.
+  ts::Tensor acc = ts::zeros({5, 4}, ts::TensorOptions(ts::kFloat32, kCuda));
+  EXPECT_NO_THROW(acc.index_add_(0, ints({2, 9, 2}).to(kCuda), ts::ones({3, 4}, ts::TensorOptions(ts::kFloat32, kCuda))));
+  const std::string msg2 = message_of<ts::IndexError>([&] { ts::cuda::synchronize(); });
+  EXPECT_TRUE(contains(msg2, "index 9 is out of bounds for dimension 0 with size 5")) << msg2;
+  EXPECT_EQ(acc.select(0, 2).sum().item().to_double(), 8.0);
   // Good indices leave nothing behind, and the stream works.
   const ts::Tensor z = ts::index_select(x, 0, good);
   EXPECT_TRUE(all_close(z.cpu(), ts::index_select(x.cpu(), 0, ints({0, 4}))));

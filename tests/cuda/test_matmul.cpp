@@ -265,13 +265,14 @@ TEST(CudaMatmul, LargeShapeMatchesFloat64) {
   }
 }
 
-// Note [Aligned GEMM staging]: products large against a matrix whose rows are no whole number of 16-byte
-// vectors (1003 columns) copy it to an aligned buffer, or compute into one and copy back; every operand
-// role, a transposed storage, a batch, beta != 0 and a broadcast batch, against float64.
-TEST(CudaMatmul, UnalignedRowsOfLargeProductsAreStaged) {
+// Note [Aligned GEMM staging]: in 16-bit types these products are large enough against their matrices
+// of 1003 columns (no whole number of 16-byte vectors) to be staged in padded buffers: as C (N = 1003),
+// as A and B (K = 1003), as a transposed A (M = 1003), batched with beta != 0 and a broadcast batch;
+// float32 runs them unstaged (fewer flops per byte). Against float64.
+TEST(CudaMatmul, RaggedDimsOfLargeProductsAreStaged) {
   TS_REQUIRE_GPU();
   Tf32Scope tf32(false);
-  const int64_t m = 256, k = 768, n = 1003;
+  const int64_t m = 2048, k = 768, n = 1003;
   for (ts::DType dt : {ts::kFloat32, ts::kFloat16, ts::kBFloat16}) {
     SCOPED_TRACE(dtype_name(dt));
     const ts::Tensor a = data({m, k}, dt, 50), w = data({n, k}, dt, 51), g = data({m, n}, dt, 52);

@@ -3,8 +3,8 @@
 //
 // Within a GPU: a dense copy of one dtype between equal layouts is one cudaMemcpyAsync; everything
 // else runs through launch_elementwise (Note [GPU elementwise paths]): same-dtype copies move the
-// element's bits (one functor per element size), converting copies convert as the CPU does
-// (ew_cast). A destination that partly overlaps its source is written from a temporary copy.
+// element's bits (one functor per element size; 16-, 8- or 4-byte units where the layouts allow, Note
+// [Wide strided copies]), converting copies convert as the CPU does (ew_cast). A destination that partly overlaps its source is written from a temporary copy.
 //
 // Note [Copies with the host]: a broadcast source first drops its stride-0 dims (each element
 // crosses the bus once; the receiving side broadcasts it again). Data crosses the bus contiguous:
@@ -80,6 +80,34 @@ bool partly_overlaps(const Tensor& dst, const Tensor& src) {
   return dlo < shi && slo < dhi;
 }
 
+// Note [Wide strided copies]: a same-dtype copy whose innermost dim is contiguous on both sides (a
+// transpose of outer dims, as attention's (B, H, T, D) <-> (B, T, H, D), a narrow, a cat) moves W-byte
+// units instead of elements when the row of that dim, every other stride and both bases are whole
+// multiples of W (16, else 8, else 4 bytes): the strided kernel's offset arithmetic and memory
+// transactions then run once per unit. Returns false where no width above the element's fits.
+template <class W>
+bool copy_wide_as(const ElementwiseIter& it, int64_t es, cudaStream_t stream) {
+  constexpr int64_t kW = sizeof(W);
+  if (kW <= es || it.ndim() < 2) return false;  // one dim: dense (the contiguous path) or strided
+  EwGeometry<2> g(it);
+  for (int t = 0; t < 2; ++t) {
+    if (g.strides[0][t] != es || reinterpret_cast<uintptr_t>(g.data[t]) % kW != 0) return false;
+    for (int d = 1; d < g.ndim; ++d)
+      if (g.strides[d][t] % kW != 0) return false;
+  }
+  if ((g.shape[0] * es) % kW != 0) return false;
+  g.shape[0] = g.shape[0] * es / kW;
+  g.strides[0][0] = g.strides[0][1] = kW;
+  g.n = g.n * es / kW;
+  launch_strided<kEwHotUnroll, W, W>(g, IdentityOp<W>{}, stream, "copy_");
+  return true;
+}
+
+bool copy_wide(const ElementwiseIter& it, int64_t es, cudaStream_t stream) {
+  return copy_wide_as<uint4>(it, es, stream) || copy_wide_as<uint2>(it, es, stream) ||
+         copy_wide_as<uint32_t>(it, es, stream);
+}
+
 // dst = src on one GPU (same device; src already broadcast to dst's shape).
 void copy_on_device(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
@@ -98,6 +126,7 @@ void copy_on_device(const Tensor& dst, const Tensor& src) {
   }
   const ElementwiseIter it(dst, {&src});
   if (dst.dtype() == src.dtype()) {
+    if (copy_wide(it, static_cast<int64_t>(dst.element_size()), stream)) return;
     dispatch_bits(dst.element_size(), [&]<class U>(TypeTag<U>) {
       launch_elementwise<kEwHotUnroll, U, U>(it, IdentityOp<U>{}, stream, "copy_");
     });

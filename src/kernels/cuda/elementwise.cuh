@@ -359,6 +359,74 @@ __global__ void __launch_bounds__(kEwThreads) elementwise_strided_kernel(Strided
   }
 }
 
+// ---- the strided launch over an explicit geometry ----------------------------------------------------
+// An iteration space as the strided kernels walk it: ndim dims, innermost first, with each operand's
+// byte strides and base address. launch_elementwise takes it from an ElementwiseIter; a caller may
+// reshape it first (Note [Wide strided copies] in copy.cu reads 16-byte units instead of elements).
+template <int NT>
+struct EwGeometry {
+  int ndim = 0;
+  int64_t n = 0;
+  int64_t shape[kEwMaxDims] = {};
+  int64_t strides[kEwMaxDims][NT] = {};
+  char* data[NT] = {};
+  EwGeometry() = default;
+  explicit EwGeometry(const ElementwiseIter& it) : ndim(it.ndim()), n(it.numel()) {
+    for (int t = 0; t < NT; ++t) data[t] = it.data(t);
+    for (int d = 0; d < ndim; ++d) {
+      shape[d] = it.shape(d);
+      for (int t = 0; t < NT; ++t) strides[d][t] = it.byte_stride(t, d);
+    }
+  }
+  // Every element offset and index fits int32 (elem_sizes[t]: operand t's element size in bytes).
+  bool fits_in_int32(const int64_t* elem_sizes) const {
+    if (n > INT32_MAX) return false;
+    for (int t = 0; t < NT; ++t) {
+      int64_t reach = elem_sizes[t];
+      for (int d = 0; d < ndim; ++d) reach += (shape[d] - 1) * std::llabs(strides[d][t]);
+      if (reach > INT32_MAX) return false;
+    }
+    return true;
+  }
+};
+
+inline unsigned ew_grid(int64_t n, int64_t tile);
+
+// out = f(in...) over geometry g through the strided kernels (32-bit offsets where they fit).
+template <int U, class Out, class... In, class F>
+void launch_strided(const EwGeometry<1 + sizeof...(In)>& g, const F& f, cudaStream_t stream, const char* op,
+                    const ScalarArgs<1 + sizeof...(In)>& sc = {}) {
+  constexpr int NT = 1 + sizeof...(In);
+  constexpr int64_t esize[NT] = {static_cast<int64_t>(sizeof(Out)), static_cast<int64_t>(sizeof(In))...};
+  if (g.n == 0) return;
+  const unsigned grid = ew_grid(g.n, int64_t(kEwThreads) * U);
+  if (g.fits_in_int32(esize)) {
+    StridedArgs<NT, OffsetCalc32<NT>> s{};
+    s.n = g.n;
+    s.host = sc;
+    s.calc.ndim = g.ndim;
+    for (int t = 0; t < NT; ++t) s.data[t] = g.data[t];
+    for (int d = 0; d < g.ndim; ++d) {
+      s.calc.sizes[d] = IntDivider32(static_cast<uint32_t>(g.shape[d]));
+      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = static_cast<int32_t>(g.strides[d][t]);
+    }
+    elementwise_strided_kernel<OffsetCalc32<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
+    check_launch(op, "elementwise_strided_kernel<int32>");
+  } else {
+    StridedArgs<NT, OffsetCalc64<NT>> s{};
+    s.n = g.n;
+    s.host = sc;
+    s.calc.ndim = g.ndim;
+    for (int t = 0; t < NT; ++t) s.data[t] = g.data[t];
+    for (int d = 0; d < g.ndim; ++d) {
+      s.calc.sizes[d] = g.shape[d];
+      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = g.strides[d][t];
+    }
+    elementwise_strided_kernel<OffsetCalc64<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
+    check_launch(op, "elementwise_strided_kernel<int64>");
+  }
+}
+
 // ---- the launcher ---------------------------------------------------------------------------------
 // Blocks for `tiles` tiles: one each, capped at the grid's x limit (the kernels loop past the cap).
 inline unsigned ew_grid(int64_t n, int64_t tile) {
@@ -420,32 +488,7 @@ void launch_elementwise(const ElementwiseIter& it, const F& f, cudaStream_t stre
     return;
   }
 
-  const unsigned grid = ew_grid(n, int64_t(kEwThreads) * U);
-  if (iter_fits_in_int32(it, esize)) {
-    StridedArgs<NT, OffsetCalc32<NT>> s{};
-    s.n = n;
-    s.host = sc;
-    s.calc.ndim = it.ndim();
-    for (int t = 0; t < NT; ++t) s.data[t] = it.data(t);
-    for (int d = 0; d < it.ndim(); ++d) {
-      s.calc.sizes[d] = IntDivider32(static_cast<uint32_t>(it.shape(d)));
-      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = static_cast<int32_t>(it.byte_stride(t, d));
-    }
-    elementwise_strided_kernel<OffsetCalc32<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
-    check_launch(op, "elementwise_strided_kernel<int32>");
-  } else {
-    StridedArgs<NT, OffsetCalc64<NT>> s{};
-    s.n = n;
-    s.host = sc;
-    s.calc.ndim = it.ndim();
-    for (int t = 0; t < NT; ++t) s.data[t] = it.data(t);
-    for (int d = 0; d < it.ndim(); ++d) {
-      s.calc.sizes[d] = it.shape(d);
-      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = it.byte_stride(t, d);
-    }
-    elementwise_strided_kernel<OffsetCalc64<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
-    check_launch(op, "elementwise_strided_kernel<int64>");
-  }
+  launch_strided<U, Out, In...>(EwGeometry<NT>(it), f, stream, op, sc);
 }
 
 // ---- integer division by zero ------------------------------------------------------------------------

@@ -10,9 +10,11 @@
 // (pre, b, post), a thread per element:
 //     out[p, b, q] = self[pre(p) + mid[b] + post(q)]                          index
 //     self[pre(p) + mid[b] + post(q)] (=, +=) alpha * values[p, b, q]          index_put
-// index synchronizes once at its end to raise IndexError. index_put synchronizes once before it
-// writes: the same status read also says whether mid is strictly increasing (then no two b share a
-// target and every write is plain and deterministic). Otherwise:
+// index defers its IndexError (Note [Deferred device checks]), as does index_put with accumulate
+// (index_add, the embedding backward), which treats every target as possibly repeated. index_put
+// without accumulate synchronizes once before it writes: the same status read also says whether mid is
+// strictly increasing (then no two b share a target and every write is plain and deterministic).
+// Otherwise:
 //  - write: the last b in index order wins, as on the CPU: mid is sorted stably (radix sort, b as
 //    the value) and only the last b of each run of equal offsets writes;
 //  - accumulate: atomics (integers and bool exact; floats summed in an unfixed order, so they match
@@ -290,14 +292,23 @@ void index_put_cuda(const Tensor& self, const Tensor& values, const IndexPlan& p
   DeviceStatus status(stream);
   DataPtr mid_buf = compute_mid(plan, nb, status.dev(), stream);
   const int64_t* mid = static_cast<const int64_t*>(mid_buf.get());
-  if (nb > 1 && status.checking()) {
+  if (nb > 1 && status.checking() && !accumulate) {
     index_mid_increasing_kernel<<<blocks_for(nb), kThreads, 0, stream>>>(mid, nb, status.dev());
     check_launch(plan.op, "index_mid_increasing_kernel");
   }
-  // The one synchronization (Note [Bad index flag]); while capturing, repeated targets are assumed.
-  const auto words = status.read();
-  raise_if_bad(plan, words[0], stream);
-  const bool repeats = nb > 1 && (!status.checking() || words[1] != 0);
+  // Writes read the status words (the one synchronization, Note [Bad index flag]): a bad index raises
+  // before anything is written, and unique targets take the plain write. Accumulation is correct
+  // either way, so it assumes repeated targets (atomics, or the sorted sum when deterministic) and
+  // defers the bad-index check (Note [Deferred device checks]): the embedding backward's index_add
+  // does not stop the host. While capturing, repeated targets are assumed too.
+  bool repeats = nb > 1;
+  if (!accumulate) {
+    const auto words = status.read();
+    raise_if_bad(plan, words[0], stream);
+    repeats = nb > 1 && (!status.checking() || words[1] != 0);
+  } else {
+    status.defer([plan, stream](uint64_t word, uint64_t) { raise_if_bad(plan, word, stream); });
+  }
   const int64_t n = values.numel();
   if (n == 0) return;
 

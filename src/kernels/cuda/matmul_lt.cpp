@@ -378,67 +378,80 @@ cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// Note [Aligned GEMM staging]: cuBLASLt's fast Hopper kernels need every matrix's base address and
-// leading dim 16-byte aligned. A row of GPT-2's V = 50257 bfloat16 logits is not, and the products that
-// read or write such a matrix run on kernels several times slower. So a large product stages it: an
-// input is copied into a buffer whose leading dim is rounded up to 16 bytes, a result is computed into
-// such a buffer and copied back. The copies move the matrix twice through memory; they pay when the
-// product does many flops per byte of the staged matrix (kStageFlopsPerByte: at ~700 TFLOP/s against
-// ~4 TB/s a copy costs what ~350 flops per byte do, the misaligned kernels lose more than that).
-constexpr double kStageFlopsPerByte = 256;
+// Note [Aligned GEMM staging]: cuBLASLt runs a product on its fast Hopper kernels only when every
+// matrix's base address and leading dim are 16-byte aligned and M, N and K are whole numbers of
+// 16-byte vectors; otherwise it falls back to old kernels (sm_75 CUTLASS tiles, ~100-130 TFLOP/s in
+// bfloat16 on an H200 against ~700). GPT-2's V = 50257 classes make all three classifier products
+// such. So a large product is staged: each matrix that is misaligned or has a ragged dim is copied
+// into a buffer padded to 16 bytes in both dims (zeros in the pad: the padded K adds 0 * 0 terms),
+// and a staged result is computed into one and its [0, M) x [0, N) part copied back. Each staged
+// matrix is moved twice through memory (~350 flops' worth per byte at ~700 TFLOP/s and ~4 TB/s), and
+// the fallback loses about 0.8 of the product's time, so staging runs when the product does at least
+// kStageFlopsPerByte flops per byte of the matrices it stages.
+constexpr double kStageFlopsPerByte = 512;
 
-// Whether the matrix of a 3-D view t (batch, r, c) has a misaligned base, leading dim or batch stride
-// and is worth staging in a product of `flops`.
-bool worth_staging(const Tensor& t, double flops) {
+int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
+
+// Whether the matrix of a 3-D view t (batch, r, c) has a misaligned base, leading dim or batch stride.
+bool misaligned(const Tensor& t) {
   const int64_t es = static_cast<int64_t>(t.element_size());
-  if (t.numel() == 0 || 16 % es != 0 || t.size(1) <= 1 || t.size(2) <= 1) return false;
+  if (t.numel() == 0) return false;
   const std::optional<ColMajor> l = col_major(t.size(1), t.size(2), t.stride(1), t.stride(2));
   const bool batched = t.size(0) > 1 && t.stride(0) != 0;
-  const bool aligned = l && alignment_of(t.data_ptr()) >= 16 && (l->ld * es) % 16 == 0 &&
-                       (!batched || (t.stride(0) * es) % 16 == 0);
-  if (aligned) return false;
-  const double matrices = batched ? static_cast<double>(t.size(0)) : 1.0;
-  return flops >= kStageFlopsPerByte * matrices * static_cast<double>(t.size(1) * t.size(2) * es);
+  return !l || alignment_of(t.data_ptr()) < 16 || (l->ld * es) % 16 != 0 ||
+         (batched && (t.stride(0) * es) % 16 != 0);
 }
 
-// An empty 3-D buffer shaped as t (batch, r, c), stored as t is (rows or columns contiguous), with the
-// leading dim rounded up to 16 bytes. A broadcast batch (stride 0) stays one matrix, expanded.
-Tensor aligned_like(const Tensor& t) {
-  const int64_t step = 16 / static_cast<int64_t>(t.element_size());
+// A buffer for t (batch, r, c) padded to (batch, rp, cp), stored as t is (rows or columns contiguous),
+// with the pad zeroed; returns the padded view. A broadcast batch (stride 0) stays one matrix,
+// expanded. `copy`: t's values are copied in.
+Tensor padded_like(const Tensor& t, int64_t rp, int64_t cp, bool copy) {
   const int64_t B = t.size(0), r = t.size(1), c = t.size(2);
   const bool bcast = B > 1 && t.stride(0) == 0;
   const int64_t nb = bcast ? 1 : B;
-  const bool cols = t.stride(1) == 1 && t.stride(2) != 1;  // column-major storage stays column-major
-  Tensor v = cols ? make_empty({nb, c, (r + step - 1) / step * step}, t.dtype(), t.device()).narrow(2, 0, r).transpose(1, 2)
-                  : make_empty({nb, r, (c + step - 1) / step * step}, t.dtype(), t.device()).narrow(2, 0, c);
-  return bcast ? v.expand(t.sizes()) : v;
+  const bool cols = t.stride(1) == 1 && t.stride(2) != 1 && r > 1;  // column-major storage stays so
+  Tensor v = cols ? make_empty({nb, cp, rp}, t.dtype(), t.device()).transpose(1, 2)
+                  : make_empty({nb, rp, cp}, t.dtype(), t.device());
+  if (rp > r) v.narrow(1, r, rp - r).zero_();
+  if (cp > c) v.narrow(2, c, cp - c).zero_();
+  if (copy) v.narrow(1, 0, r).narrow(2, 0, c).copy_(bcast ? t.narrow(0, 0, 1) : t);
+  return bcast ? v.expand({B, rp, cp}) : v;
 }
 
-// An aligned copy of the input operand t (Note [Aligned GEMM staging]).
-Tensor aligned_copy(const Tensor& t) {
-  Tensor v = aligned_like(t);
-  const bool bcast = t.size(0) > 1 && t.stride(0) == 0;
-  if (bcast) v.narrow(0, 0, 1).copy_(t.narrow(0, 0, 1));
-  else v.copy_(t);
-  return v;
+// The staged product (Note [Aligned GEMM staging]), or false where staging does not pay.
+bool gemm_staged(const GemmParams& p, double beta) {
+  const int64_t es = static_cast<int64_t>(p.c.element_size());
+  if (16 % es != 0 || p.c.numel() == 0 || p.k() == 0) return false;
+  const int64_t step = 16 / es;
+  const int64_t B = p.batch(), m = p.m(), n = p.n(), k = p.k();
+  const int64_t mp = round_up(m, step), np = round_up(n, step), kp = round_up(k, step);
+  const bool sa = misaligned(p.a) || mp != m || kp != k;
+  const bool sb = misaligned(p.b) || kp != k || np != n;
+  const bool sc = misaligned(p.c) || mp != m || np != n;
+  if (!sa && !sb && !sc) return false;
+  auto matrices = [](const Tensor& t) { return t.size(0) > 1 && t.stride(0) == 0 ? 1.0 : static_cast<double>(t.size(0)); };
+  const double bytes = static_cast<double>(es) * ((sa ? matrices(p.a) * static_cast<double>(mp * kp) : 0.0) +
+                                                  (sb ? matrices(p.b) * static_cast<double>(kp * np) : 0.0) +
+                                                  (sc ? static_cast<double>(B * mp * np) : 0.0));
+  const double flops = 2.0 * static_cast<double>(B) * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (flops < kStageFlopsPerByte * bytes) return false;
+  const Tensor a = sa ? padded_like(p.a, mp, kp, true) : p.a;
+  const Tensor b = sb ? padded_like(p.b, kp, np, true) : p.b;
+  if (!sc) {
+    gemm_lt(GemmParams{a, b, p.c, p.alpha, p.beta});
+    return true;
+  }
+  const Tensor c = padded_like(p.c, mp, np, beta != 0.0);
+  gemm_lt(GemmParams{a, b, c, p.alpha, p.beta});
+  Tensor(p.c).copy_(c.narrow(1, 0, m).narrow(2, 0, n));
+  return true;
 }
 
 }  // namespace
 
 void gemm_lt(const GemmParams& p) {
   const double alpha = p.alpha.to_double(), beta = p.beta.to_double();
-  const double flops = 2.0 * static_cast<double>(p.batch()) * static_cast<double>(p.m()) *
-                       static_cast<double>(p.n()) * static_cast<double>(p.k());
-  if (worth_staging(p.a, flops) || worth_staging(p.b, flops) || worth_staging(p.c, flops)) {
-    const Tensor a = worth_staging(p.a, flops) ? aligned_copy(p.a) : p.a;
-    const Tensor b = worth_staging(p.b, flops) ? aligned_copy(p.b) : p.b;
-    if (!worth_staging(p.c, flops)) return gemm_lt(GemmParams{a, b, p.c, p.alpha, p.beta});
-    Tensor c = aligned_like(p.c);
-    if (beta != 0.0) c.copy_(p.c);
-    gemm_lt(GemmParams{a, b, c, p.alpha, p.beta});
-    Tensor(p.c).copy_(c);
-    return;
-  }
+  if (gemm_staged(p, beta)) return;
   const Tensor& c = p.c;
   if (writable_in_place(c, false)) {
     const bool ok = lt_matmul(p.a, p.b, c, alpha, beta, CUBLASLT_EPILOGUE_DEFAULT, Tensor());

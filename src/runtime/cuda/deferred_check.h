@@ -2,7 +2,7 @@
 // without a synchronization per op.
 //
 // Note [Deferred device checks]: a kernel that validates data it reads (gather, scatter, index,
-// embedding, cross-entropy targets) records the first bad position in device status words (Note [Bad
+// embedding and its backward's index_add, index_put with accumulate, cross-entropy targets) records the first bad position in device status words (Note [Bad
 // index flag] in kernels/cuda/index_common.cuh). Its entry then calls defer_status_check, which queues
 // on the op's stream a copy of the two words into a slot of pinned host memory and an event after it,
 // and keeps the op's `raise` closure (holding the tensors its message needs). The op returns at once:
