@@ -8,8 +8,11 @@
 //    from the tensors. On the GPU every row start is 16-byte aligned (the op copies otherwise);
 //  - lse (B, H, L) contiguous in the statistics dtype S: float32 for float16 / bfloat16 / float32,
 //    float64 for float64 (so that a float64 gradcheck keeps its digits);
-//  - outputs freshly allocated and contiguous: out (B, H, L, D) of T, lse (B, H, L) of S; dq, dk, dv
-//    contiguous of T with the shapes of q, k, v.
+//  - outputs freshly allocated: lse (B, H, L) of S contiguous; out (B, H, L, D), dq, dk, dv of T with
+//    the shapes of q, k, v and their last dim contiguous. On the CPU they are contiguous; on the GPU
+//    they are (B, L, H, D) in memory, viewed as (B, H, L, D) (as PyTorch's flash attention returns
+//    them), so that the usual y.transpose(1, 2).reshape(B, L, H D) and the gradients of GPT-2's
+//    transposed q / k / v views are views, not copies. The kernels write through the strides.
 // B, H, L, S, D >= 1 (the op returns early on empty batches). The GPU kernels take T in {float16,
 // bfloat16} and D in {64, 128}; the op rejects other cases on the GPU (the functional
 // scaled_dot_product_attention then uses its composite path).

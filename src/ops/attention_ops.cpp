@@ -89,6 +89,13 @@ AttentionParams check_qkv(const char* op, const Tensor& q, const Tensor& k, cons
   return AttentionParams{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), causal, scale};
 }
 
+// An output of x's (B, H, N, D) shape (Note [Flash attention layout]): contiguous on the CPU, stored
+// (B, N, H, D) on the GPU.
+Tensor make_output(const Tensor& x, DType d) {
+  if (!x.device().is_cuda()) return make_empty(x.sizes(), d, x.device());
+  return make_empty({x.size(0), x.size(2), x.size(1), x.size(3)}, d, x.device()).transpose(1, 2);
+}
+
 }  // namespace
 
 bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -109,7 +116,7 @@ std::tuple<Tensor, Tensor> flash_attention_forward(const Tensor& q, const Tensor
   OpScope scope(op, {&q, &k, &v});
   const AttentionParams p = check_qkv(op, q, k, v, is_causal, scale);
   const DType d = q.dtype();
-  Tensor out = make_empty(q.sizes(), d, q.device());
+  Tensor out = make_output(q, d);
   Tensor lse = make_empty({p.batch, p.heads, p.q_len}, stat_dtype(d), q.device());
   if (q.numel() > 0)
     attention_forward_kernel(q.device(), out, lse, kernel_arg(q, d), kernel_arg(k, d), kernel_arg(v, d), p);
@@ -145,9 +152,7 @@ std::tuple<Tensor, Tensor, Tensor> flash_attention_backward(const Tensor& grad_o
   TS_CHECK(lse.dtype() == stat_dtype(d), DTypeError, op, ": expected lse of dtype ", dtype_name(stat_dtype(d)),
            " for inputs of dtype ", dtype_name(d), ", got ", dtype_name(lse.dtype()));
   check_same_device(op, {&q, &grad_out, &out, &lse});
-  Tensor dq = make_empty(q.sizes(), d, q.device());
-  Tensor dk = make_empty(k.sizes(), d, q.device());
-  Tensor dv = make_empty(v.sizes(), d, q.device());
+  Tensor dq = make_output(q, d), dk = make_output(k, d), dv = make_output(v, d);
   if (q.numel() == 0) {
     // No query: nothing flows to key and value.
     if (dk.numel() > 0) {

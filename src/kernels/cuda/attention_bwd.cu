@@ -1,7 +1,8 @@
 // Flash attention backward on the GPU (FlashAttention-2's algorithm, made deterministic):
 // attention_backward_kernel (ops/attention_kernel.h, Note [Flash attention layout]). Inputs dout,
 // q, out (B, H, L, D), k, v (B, H, S, D) of T in {__half, __nv_bfloat16}, last dim contiguous, rows
-// 16-byte aligned; lse (B, H, L) float; outputs dq, dk, dv contiguous of T. D in {64, 128}.
+// 16-byte aligned; lse (B, H, L) float; outputs dq, dk, dv of T, last dim contiguous, written through
+// their strides. D in {64, 128}.
 //
 // Three kernels, no atomics (every sum runs in an order fixed by the shapes, so two runs are
 // bitwise equal and tessera's determinism switch holds):
@@ -91,8 +92,8 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
   const int kv0 = blockIdx.y * kBkv;  // causal: the first key tiles see the most queries, and start first
   const int kv_valid = min(kBkv, p.kv_len - kv0);
   const int ka = kv0 + warp * 16 + g, kb = ka + 8;  // this lane's key rows
-  T* dkg = static_cast<T*>(p.dk) + static_cast<int64_t>(bh) * p.kv_len * D;
-  T* dvg = static_cast<T*>(p.dv) + static_cast<int64_t>(bh) * p.kv_len * D;
+  T* dkg = static_cast<T*>(p.dk) + b * p.dk_sb + h * p.dk_sh;
+  T* dvg = static_cast<T*>(p.dv) + b * p.dv_sb + h * p.dv_sh;
 
   const int m_begin = p.causal ? kv0 / kBq : 0;  // query tiles holding rows >= kv0
   const int m_end = (p.q_len + kBq - 1) / kBq;
@@ -226,17 +227,17 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
   if (ka < p.kv_len) {
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      const int64_t off = static_cast<int64_t>(ka) * D + dt * 8 + 2 * t4;
-      *reinterpret_cast<uint32_t*>(dkg + off) = pack2<T>(dk[dt][0] * p.scale, dk[dt][1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dvg + off) = pack2<T>(dv[dt][0], dv[dt][1]);
+      const int64_t c = dt * 8 + 2 * t4;
+      *reinterpret_cast<uint32_t*>(dkg + static_cast<int64_t>(ka) * p.dk_sn + c) = pack2<T>(dk[dt][0] * p.scale, dk[dt][1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dvg + static_cast<int64_t>(ka) * p.dv_sn + c) = pack2<T>(dv[dt][0], dv[dt][1]);
     }
   }
   if (kb < p.kv_len) {
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      const int64_t off = static_cast<int64_t>(kb) * D + dt * 8 + 2 * t4;
-      *reinterpret_cast<uint32_t*>(dkg + off) = pack2<T>(dk[dt][2] * p.scale, dk[dt][3] * p.scale);
-      *reinterpret_cast<uint32_t*>(dvg + off) = pack2<T>(dv[dt][2], dv[dt][3]);
+      const int64_t c = dt * 8 + 2 * t4;
+      *reinterpret_cast<uint32_t*>(dkg + static_cast<int64_t>(kb) * p.dk_sn + c) = pack2<T>(dk[dt][2] * p.scale, dk[dt][3] * p.scale);
+      *reinterpret_cast<uint32_t*>(dvg + static_cast<int64_t>(kb) * p.dv_sn + c) = pack2<T>(dv[dt][2], dv[dt][3]);
     }
   }
 #endif
@@ -378,7 +379,7 @@ __global__ void __launch_bounds__(128) attn_bwd_dq_kernel(const Params p) {
     __syncthreads();  // the next iteration's copy overwrites this stage
   }
 
-  T* dqg = static_cast<T*>(p.o) + static_cast<int64_t>(bh) * p.q_len * D;
+  T* dqg = static_cast<T*>(p.o) + static_cast<int64_t>(b) * p.w_sb + static_cast<int64_t>(h) * p.w_sh;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -387,7 +388,7 @@ __global__ void __launch_bounds__(128) attn_bwd_dq_kernel(const Params p) {
       if (r >= p.q_len) continue;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<uint32_t*>(dqg + static_cast<int64_t>(r) * D + dt * 8 + 2 * t4) =
+        *reinterpret_cast<uint32_t*>(dqg + static_cast<int64_t>(r) * p.w_sn + dt * 8 + 2 * t4) =
             pack2<T>(dq[mt][dt][2 * hf] * p.scale, dq[mt][dt][2 * hf + 1] * p.scale);
     }
   }
@@ -431,6 +432,9 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
   p.o = dq.data_ptr();
   p.dk = dk.data_ptr();
   p.dv = dv.data_ptr();
+  attn::set_strides(p.w_sb, p.w_sh, p.w_sn, dq);
+  attn::set_strides(p.dk_sb, p.dk_sh, p.dk_sn, dk);
+  attn::set_strides(p.dv_sb, p.dv_sh, p.dv_sn, dv);
   p.lse = static_cast<float*>(lse.data_ptr());
   const int64_t bh = ap.batch * ap.heads;
   DataPtr delta = allocate_workspace(static_cast<size_t>(bh * ap.q_len) * sizeof(float));

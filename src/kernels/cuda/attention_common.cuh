@@ -186,6 +186,10 @@ struct Params {
   int64_t v_sb = 0, v_sh = 0, v_sn = 0;
   int64_t o_sb = 0, o_sh = 0, o_sn = 0;     // the forward's output (backward input)
   int64_t do_sb = 0, do_sh = 0, do_sn = 0;  // dout
+  // The written tensors (Note [Flash attention layout]): o (forward: out; backward: dq), dk, dv.
+  int64_t w_sb = 0, w_sh = 0, w_sn = 0;
+  int64_t dk_sb = 0, dk_sh = 0, dk_sn = 0;
+  int64_t dv_sb = 0, dv_sh = 0, dv_sn = 0;
   int heads = 0;
   int q_len = 0, kv_len = 0;
   float scale = 1.0f;       // softmax scale

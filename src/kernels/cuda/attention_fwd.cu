@@ -1,7 +1,9 @@
 // Flash attention forward on the GPU (FlashAttention-2 with mma.sync tensor-core instructions):
 // attention_forward_kernel (ops/attention_kernel.h, Note [Flash attention layout]). q (B, H, L, D),
 // k, v (B, H, S, D) of T in {__half, __nv_bfloat16}, last dim contiguous, other strides as given,
-// row starts 16-byte aligned; out (B, H, L, D) T and lse (B, H, L) float, contiguous. D in {64, 128}.
+// row starts 16-byte aligned; out (B, H, L, D) T, last dim contiguous, other strides as given (tessera
+// allocates it (B, L, H, D): Note [Flash attention layout]); lse (B, H, L) float, contiguous. D in
+// {64, 128}.
 //
 // One CTA = 4 warps = 128 query rows of one (b, h); warp w owns rows 32w .. 32w+31 (two mma m-tiles,
 // so that each K / V fragment read from shared memory feeds two products). For D = 64 the Q tile is
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const Params p) {
     __syncthreads();  // the next iteration's copy overwrites this stage
   }
 
-  T* og = static_cast<T*>(p.o) + static_cast<int64_t>(bh) * p.q_len * D;
+  T* og = static_cast<T*>(p.o) + b * p.w_sb + h * p.w_sh;
   constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(128) attn_fwd_kernel(const Params p) {
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * D + dt * 8 + 2 * t4) =
+        *reinterpret_cast<uint32_t*>(og + static_cast<int64_t>(r) * p.w_sn + dt * 8 + 2 * t4) =
             pack2<T>(o[mt][dt][2 * half] * inv, o[mt][dt][2 * half + 1] * inv);
       if (t4 == 0) p.lse[static_cast<int64_t>(bh) * p.q_len + r] = m[mt][half] * kLn2 + logf(sum);
     }
@@ -245,6 +247,7 @@ void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& 
   CurrentDevice guard(q.device().index());
   attn::Params p = attn::make_params(q, k, v, ap);
   p.o = out.data_ptr();
+  attn::set_strides(p.w_sb, p.w_sh, p.w_sn, out);
   p.lse = static_cast<float*>(lse.data_ptr());
   const cudaStream_t stream = stream_of(q);
   const int64_t bh = ap.batch * ap.heads;
