@@ -28,6 +28,20 @@
 // registers; the looped one in a first pass over the row, each thread reading back only the columns
 // it wrote), and every statistic, including the summing shift, comes from the rounded sum; the
 // backward adds dsum to dx before its rounding.
+//
+// Note [Norm forward variants]: TESSERA_NORM_FWD_VARIANT, read once per process, is an internal tuning
+// switch for the register forward (the looped kernel and the backward ignore it), not a user setting:
+// it goes once a sweep on the GPU has picked a variant. 0 (unset): norm_fwd_reg_kernel at 256 threads
+// per row, one row per block pass. 1: the same kernel at up to 512 threads per row (fewer slots per
+// thread; launch configuration only). 2: norm_fwd_pf_kernel, a persistent grid of the resident
+// blocks that walk the rows, loading the next row while the current one reduces and stores. 3: 2 with
+// weight and bias staged once per block in shared memory (where 2 * N * sizeof(T) <= 32 KiB, else as
+// 2). 4: 2 with the layer norm's two reductions merged into one for the 16-bit types (float and
+// double run 2). 2 and 3 give the bits of 0 (same arithmetic, same order); 1 sums over another tree
+// (more warps of fewer elements each) and 4 uses another variance formula, so they agree with 0 to
+// rounding only.
+#include <cstdlib>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/reduce_common.cuh"
 #include "ops/norm_kernel.h"
@@ -45,6 +59,7 @@ using red::grid_x;
 using red::kVec;
 using red::load_acc;
 using red::resident_blocks;
+using red::sm_count;
 using red::Vec;
 
 struct FwdParams {
@@ -236,6 +251,195 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
       A wv[V], bv[V];
       load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
       load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        A o = (v[k][j] - mu) * rs;
+        if (w) o *= wv[j];
+        if (b) o += bv[j];
+        v[k][j] = o;
+      }
+      store_slot<T, V>(yr, s, n, p.vec, v[k]);
+    }
+  }
+}
+
+// A slot's 16 bytes as loaded, in the four 32-bit registers that one 16-byte load fills (a Vec of a
+// 16-bit T, merged from load_raw's two paths, would take a register per element).
+struct RawSlot {
+  uint32_t w[4];
+};
+
+// Slot `s` of the row, raw (load_slot without the conversion): elements past the row (or of an invalid
+// row) are 0.
+template <class T, int V>
+__device__ __forceinline__ RawSlot load_raw(const T* __restrict__ row, int s, int n, bool vec, bool active) {
+  static_assert(sizeof(Vec<T, V>) == sizeof(RawSlot), "a slot is 16 bytes");
+  const int e0 = s * V;
+  RawSlot r;
+  if (active && vec && e0 < n) {
+    const uint4 u = *reinterpret_cast<const uint4*>(row + e0);
+    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+  } else {
+    const T zero = convert<T>(dacc_t<T>(0));
+    Vec<T, V> raw;
+#pragma unroll
+    for (int j = 0; j < V; ++j) raw.v[j] = active && e0 + j < n ? row[e0 + j] : zero;
+    memcpy(&r, &raw, sizeof(r));
+  }
+  return r;
+}
+
+// Element j of a raw slot in compute precision.
+template <class T, int V>
+__device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
+  Vec<T, V> raw;
+  memcpy(&raw, &r, sizeof(r));
+  return load_acc(raw.v[j]);
+}
+
+// Persistent register kernel (Note [Norm forward variants], 2 to 4): the grid is at most the resident
+// blocks, and each block walks its rows with a grid stride. Right after converting the current row
+// (and storing its sum, with a residual) it loads the next row's slots raw (K RawSlots, of x and of r
+// with a residual), so that those loads are in flight through the current row's reductions and
+// stores, where the one-row kernel leaves memory idle.
+// The row, slot and column mapping, the arithmetic and the summation order are norm_fwd_reg_kernel's,
+// and so are the results, provided the compiler contracts the same multiply-adds into fmas: the PTX
+// (nvcc 13.0, sm_90) has the same float operations in the same order for every T, K and kResidual,
+// the output's bias-without-weight case included (which contracted differently while the sum's store
+// came after the next row's loads). Except with kOnePass (16-bit T, layer norm; RMS norm has a single
+// reduction anyway): one reduction of (sum d, sum d * d), d = x - shift, and var = (sum d^2 -
+// (sum d)^2 / N) / N clamped at 0, which rounds differently from the two passes; shift is the row's
+// first element, so d stays small where the row's spread is small against its mean.
+// kSmemWB: weight and bias are staged in dynamic shared memory once per block (w if any, then b if
+// any, N each) and the output stage reads them there.
+// The bound for K <= 2 keeps 64 registers (4 blocks of 256 threads per SM, as the one-row kernel has);
+// without it ptxas takes 75 to 96 for the 16-bit residual instantiations, which with it spill 4 to 16
+// bytes.
+template <class T, int K, bool kResidual, bool kSmemWB, bool kOnePass>
+static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fwd_pf_kernel(FwdParams p) {
+  using A = dacc_t<T>;
+  constexpr int V = kVec<T>;
+  constexpr bool kMerged = kOnePass && is_half_v<T>;
+  __shared__ A smem[64];
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ r = static_cast<const T*>(p.r);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  const int n = static_cast<int>(p.cols);
+  const A nn = static_cast<A>(n);  // n == 0 gives 0 / 0: NaN statistics, as on the CPU
+  const int tx = threadIdx.x, TX = blockDim.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
+  RawSlot nx[K], nr[kResidual ? K : 1];  // the next row, raw
+  {
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const int64_t off = (active ? row : 0) * p.cols;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      nx[k] = load_raw<T, V>(x + off, tx + k * TX, n, p.vec, active);
+      if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, active);
+    }
+  }
+  extern __shared__ __align__(16) unsigned char norm_wb_smem[];  // kSmemWB: w (if any), then b (if any)
+  T* const sw = reinterpret_cast<T*>(norm_wb_smem);
+  T* const sb = sw + (w ? n : 0);
+  if constexpr (kSmemWB) {  // behind the first row's loads; the loop's first reduction waits for it
+    const int tid = threadIdx.y * TX + tx, threads = blockDim.y * TX;
+    if (p.vec) {
+      for (int s = tid; s * V < n; s += threads) {
+        if (w) *reinterpret_cast<Vec<T, V>*>(sw + s * V) = *reinterpret_cast<const Vec<T, V>*>(w + s * V);
+        if (b) *reinterpret_cast<Vec<T, V>*>(sb + s * V) = *reinterpret_cast<const Vec<T, V>*>(b + s * V);
+      }
+    } else {
+      for (int e = tid; e < n; e += threads) {
+        if (w) sw[e] = w[e];
+        if (b) sb[e] = b[e];
+      }
+    }
+    __syncthreads();
+  }
+  for (; base < p.rows; base += step) {  // uniform
+    const int64_t row = base + threadIdx.y;
+    const bool active = row < p.rows;
+    const T* xr = x + (active ? row : 0) * p.cols;
+    const T* rr = kResidual ? r + (active ? row : 0) * p.cols : nullptr;
+    A v[K][V];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        v[k][j] = kResidual ? rounded_sum<T>(raw_acc<T, V>(nx[k], j), raw_acc<T, V>(nr[k], j))
+                            : raw_acc<T, V>(nx[k], j);
+      if (kResidual && active)
+        store_slot<T, V>(static_cast<T*>(p.s) + row * p.cols, tx + k * TX, n, p.vec, v[k]);
+    }
+    const A shift = p.rms ? A(0) : row_shift<T>(xr, rr, active, n);
+    {  // the next row's loads, in flight until the next iteration
+      const int64_t next = row + step;
+      const bool nactive = next < p.rows;
+      const int64_t off = (nactive ? next : 0) * p.cols;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        nx[k] = load_raw<T, V>(x + off, tx + k * TX, n, p.vec, nactive);
+        if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, nactive);
+      }
+    }
+    A mu = 0, var;
+    if (kMerged && !p.rms) {
+      A s[2] = {0, 0};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if ((tx + k * TX) * V + j < n) {
+            const A d = v[k][j] - shift;
+            s[0] += d;
+            s[1] += d * d;
+          }
+        }
+      row_allreduce(s, smem);
+      mu = shift + s[0] / nn;
+      var = (s[1] - s[0] * s[0] / nn) / nn;
+      var = var < A(0) ? A(0) : var;  // not fmax: NaN (n == 0, NaN or infinite x) stays NaN
+    } else {
+      if (!p.rms) {
+        A s[1] = {0};
+#pragma unroll
+        for (int k = 0; k < K; ++k)
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+            if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
+        row_allreduce(s, smem);
+        mu = shift + s[0] / nn;
+      }
+      A q[1] = {0};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if ((tx + k * TX) * V + j < n) {
+            const A d = v[k][j] - mu;
+            q[0] += d * d;
+          }
+        }
+      row_allreduce(q, smem);
+      var = q[0] / nn;
+    }
+    const A rs = A(1) / dev_sqrt(var + static_cast<A>(p.eps));
+    if (!active) continue;  // no barrier below
+    if (tx == 0) {
+      if (p.mean) static_cast<A*>(p.mean)[row] = mu;
+      static_cast<A*>(p.rstd)[row] = rs;
+    }
+    T* yr = static_cast<T*>(p.y) + row * p.cols;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int s = tx + k * TX;
+      if (s * V >= n) continue;
+      A wv[V], bv[V];
+      load_slot<T, V>(kSmemWB ? sw : w, s, n, p.vec, w != nullptr, wv);
+      load_slot<T, V>(kSmemWB ? sb : b, s, n, p.vec, b != nullptr, bv);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         A o = (v[k][j] - mu) * rs;
@@ -527,8 +731,54 @@ bool all_aligned(std::initializer_list<const void*> ptrs) {
   return true;
 }
 
+// TESSERA_NORM_FWD_VARIANT (Note [Norm forward variants]), read at the first forward: 0 to 4.
+int fwd_variant() {
+  static const int variant = [] {
+    const char* v = std::getenv("TESSERA_NORM_FWD_VARIANT");
+    if (v == nullptr || v[0] == '\0') return 0;
+    TS_CHECK(v[0] >= '0' && v[0] <= '4' && v[1] == '\0', ValueError,
+             "TESSERA_NORM_FWD_VARIANT: expected 0, 1, 2, 3 or 4, got '", v, "'");
+    return v[0] - '0';
+  }();
+  return variant;
+}
+
+// Whether norm_fwd_pf_kernel holds the next row beside the current one without spilling (ptxas, sm_90):
+// not for float at K = 8 with a residual, nor for double at K = 8, where variants 2 to 4 run the
+// one-row kernel.
+template <class T, int K, bool kResidual>
+constexpr bool pf_fits() {
+  return sizeof(T) <= 2 || K < fwd_max_slots<T>() || (sizeof(T) == 4 && !kResidual);
+}
+
+// Weight and bias in shared memory (variant 3) where both would fit in this many bytes.
+constexpr size_t kMaxWbSmem = 32 * 1024;
+
+// norm_fwd_pf_kernel (variants 2 to 4) on grid = the resident blocks, at most the row groups.
+template <class T, int K, bool kResidual>
+void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int variant, int device, cudaStream_t stream,
+                       const char* op) {
+  const size_t wb = (p.w ? 1 : 0) + (p.b ? 1 : 0);
+  const bool smem_wb = variant == 3 && wb > 0 && 2 * static_cast<size_t>(p.cols) * sizeof(T) <= kMaxWbSmem;
+  auto go = [&](auto* kernel, size_t smem) {
+    int per_sm = 0;
+    const int threads = static_cast<int>(l.block.x * l.block.y);
+    TS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * sm_count(device);
+    const int64_t blocks = std::min<int64_t>(l.blocks, resident);
+    kernel<<<grid_x(blocks), l.block, smem, stream>>>(p);
+    check_launch(op, "norm_fwd_pf_kernel");
+  };
+  if (smem_wb)
+    return go(norm_fwd_pf_kernel<T, K, kResidual, true, false>, wb * static_cast<size_t>(p.cols) * sizeof(T));
+  if constexpr (is_half_v<T>) {  // float and double keep the two reductions: variant 4 runs as 2
+    if (variant == 4) return go(norm_fwd_pf_kernel<T, K, kResidual, false, true>, 0);
+  }
+  go(norm_fwd_pf_kernel<T, K, kResidual, false, false>, 0);
+}
+
 template <class T>
-void launch_forward(const FwdParams& p0, cudaStream_t stream) {
+void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   constexpr int KMax = fwd_max_slots<T>();
   FwdParams p = p0;
@@ -536,9 +786,18 @@ void launch_forward(const FwdParams& p0, cudaStream_t stream) {
   const int64_t slots = ceil_div(p.cols, V);
   const char* op = p.r ? "add_layer_norm" : p.rms ? "native_rms_norm" : "native_layer_norm";
   if (slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
-    with_slots<1, KMax>(slots, 256, [&](auto kc) {
+    const int variant = fwd_variant();
+    with_slots<1, KMax>(slots, variant == 1 ? 512 : 256, [&](auto kc) {
       constexpr int K = decltype(kc)::value;
       const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
+      if (variant >= 2) {
+        if constexpr (pf_fits<T, K, true>()) {
+          if (p.r) return launch_forward_pf<T, K, true>(p, l, variant, device, stream, op);
+        }
+        if constexpr (pf_fits<T, K, false>()) {
+          if (!p.r) return launch_forward_pf<T, K, false>(p, l, variant, device, stream, op);
+        }
+      }
       if (p.r) norm_fwd_reg_kernel<T, K, true><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       else norm_fwd_reg_kernel<T, K, false><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       check_launch(op, "norm_fwd_reg_kernel");
@@ -629,8 +888,9 @@ void norm_forward_cuda(const Tensor& y, const Tensor& mean, const Tensor& rstd, 
   p.eps = np.eps;
   p.rms = np.rms;
   const cudaStream_t stream = stream_of(x);
+  const int device = x.device().index();
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), np.rms ? "native_rms_norm" : "native_layer_norm",
-                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, stream); });
+                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, device, stream); });
 }
 
 void norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
@@ -672,8 +932,9 @@ void add_norm_forward_cuda(const Tensor& sum, const Tensor& y, const Tensor& mea
   p.cols = np.cols;
   p.eps = np.eps;
   const cudaStream_t stream = stream_of(x);
+  const int device = x.device().index();
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "add_layer_norm",
-                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, stream); });
+                                            [&]<class T>(TypeTag<T>) { launch_forward<T>(p, device, stream); });
 }
 
 void add_norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
