@@ -29,18 +29,18 @@
 // it wrote), and every statistic, including the summing shift, comes from the rounded sum; the
 // backward adds dsum to dx before its rounding.
 //
-// Note [Norm forward variants]: TESSERA_NORM_FWD_VARIANT, read once per process, is an internal tuning
-// switch for the register forward (the looped kernel and the backward ignore it), not a user setting:
-// it goes once a sweep on the GPU has picked a variant. 0 (unset): norm_fwd_reg_kernel at 256 threads
-// per row, one row per block pass. 1: the same kernel at up to 512 threads per row (fewer slots per
-// thread; launch configuration only). 2: norm_fwd_pf_kernel, a persistent grid of the resident
-// blocks that walk the rows, loading the next row while the current one reduces and stores. 3: 2 with
-// weight and bias staged once per block in shared memory (where 2 * N * sizeof(T) <= 32 KiB, else as
-// 2). 4: 2 with the layer norm's two reductions merged into one for the 16-bit types (float and
-// double run 2). 2 and 3 give the bits of 0 (same arithmetic, same order); 1 sums over another tree
-// (more warps of fewer elements each) and 4 uses another variance formula, so they agree with 0 to
-// rounding only.
-#include <cstdlib>
+// Note [Norm forward rows]: the register forward runs persistent (norm_fwd_pf_kernel): a grid of the
+// resident blocks walks the rows, each block loading its next row while the current one reduces and
+// stores, with weight and bias staged once per block in shared memory (where 2 * N * sizeof(T) <= 32
+// KiB). Its arithmetic and summation order are the one-row kernel's (norm_fwd_reg_kernel, which still
+// runs where the persistent kernel would spill: float with a residual and double at the largest K).
+// On an H200, (16384, 4096) bfloat16 (PyTorch 0.116-0.122 ms for layer norm, 0.090 ms for RMS norm):
+//   one-row kernel, 256 threads per row           layer norm 0.134 ms, RMS norm 0.117 ms
+//   the same at 512 threads per row               0.169, 0.127
+//   persistent, next row in flight                0.114, 0.087
+//   + weight and bias in shared memory (chosen)   0.111, 0.086
+//   + one merged reduction (sum d, sum d^2)       0.108 (layer norm only); not taken: the one-pass
+//     variance loses digits when a row's first element (the shift) lies far from its mean.
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/reduce_common.cuh"
@@ -297,29 +297,25 @@ __device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
   return load_acc(raw.v[j]);
 }
 
-// Persistent register kernel (Note [Norm forward variants], 2 to 4): the grid is at most the resident
-// blocks, and each block walks its rows with a grid stride. Right after converting the current row
-// (and storing its sum, with a residual) it loads the next row's slots raw (K RawSlots, of x and of r
-// with a residual), so that those loads are in flight through the current row's reductions and
-// stores, where the one-row kernel leaves memory idle.
+// Persistent register kernel (Note [Norm forward rows]): the grid is at most the resident blocks, and
+// each block walks its rows with a grid stride. Right after converting the current row (and storing
+// its sum, with a residual) it loads the next row's slots raw (K RawSlots, of x and of r with a
+// residual), so that those loads are in flight through the current row's reductions and stores,
+// where the one-row kernel leaves memory idle.
 // The row, slot and column mapping, the arithmetic and the summation order are norm_fwd_reg_kernel's,
 // and so are the results, provided the compiler contracts the same multiply-adds into fmas: the PTX
 // (nvcc 13.0, sm_90) has the same float operations in the same order for every T, K and kResidual,
 // the output's bias-without-weight case included (which contracted differently while the sum's store
-// came after the next row's loads). Except with kOnePass (16-bit T, layer norm; RMS norm has a single
-// reduction anyway): one reduction of (sum d, sum d * d), d = x - shift, and var = (sum d^2 -
-// (sum d)^2 / N) / N clamped at 0, which rounds differently from the two passes; shift is the row's
-// first element, so d stays small where the row's spread is small against its mean.
+// came after the next row's loads).
 // kSmemWB: weight and bias are staged in dynamic shared memory once per block (w if any, then b if
 // any, N each) and the output stage reads them there.
 // The bound for K <= 2 keeps 64 registers (4 blocks of 256 threads per SM, as the one-row kernel has);
 // without it ptxas takes 75 to 96 for the 16-bit residual instantiations, which with it spill 4 to 16
 // bytes.
-template <class T, int K, bool kResidual, bool kSmemWB, bool kOnePass>
+template <class T, int K, bool kResidual, bool kSmemWB>
 static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fwd_pf_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
-  constexpr bool kMerged = kOnePass && is_half_v<T>;
   __shared__ A smem[64];
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ r = static_cast<const T*>(p.r);
@@ -385,47 +381,29 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
         if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, nactive);
       }
     }
-    A mu = 0, var;
-    if (kMerged && !p.rms) {
-      A s[2] = {0, 0};
+    A mu = 0;
+    if (!p.rms) {
+      A s[1] = {0};
 #pragma unroll
       for (int k = 0; k < K; ++k)
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          if ((tx + k * TX) * V + j < n) {
-            const A d = v[k][j] - shift;
-            s[0] += d;
-            s[1] += d * d;
-          }
-        }
+        for (int j = 0; j < V; ++j)
+          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
       row_allreduce(s, smem);
       mu = shift + s[0] / nn;
-      var = (s[1] - s[0] * s[0] / nn) / nn;
-      var = var < A(0) ? A(0) : var;  // not fmax: NaN (n == 0, NaN or infinite x) stays NaN
-    } else {
-      if (!p.rms) {
-        A s[1] = {0};
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int j = 0; j < V; ++j)
-            if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
-        row_allreduce(s, smem);
-        mu = shift + s[0] / nn;
-      }
-      A q[1] = {0};
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          if ((tx + k * TX) * V + j < n) {
-            const A d = v[k][j] - mu;
-            q[0] += d * d;
-          }
-        }
-      row_allreduce(q, smem);
-      var = q[0] / nn;
     }
+    A q[1] = {0};
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if ((tx + k * TX) * V + j < n) {
+          const A d = v[k][j] - mu;
+          q[0] += d * d;
+        }
+      }
+    row_allreduce(q, smem);
+    const A var = q[0] / nn;
     const A rs = A(1) / dev_sqrt(var + static_cast<A>(p.eps));
     if (!active) continue;  // no barrier below
     if (tx == 0) {
@@ -731,35 +709,21 @@ bool all_aligned(std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-// TESSERA_NORM_FWD_VARIANT (Note [Norm forward variants]), read at the first forward: 0 to 4.
-int fwd_variant() {
-  static const int variant = [] {
-    const char* v = std::getenv("TESSERA_NORM_FWD_VARIANT");
-    if (v == nullptr || v[0] == '\0') return 0;
-    TS_CHECK(v[0] >= '0' && v[0] <= '4' && v[1] == '\0', ValueError,
-             "TESSERA_NORM_FWD_VARIANT: expected 0, 1, 2, 3 or 4, got '", v, "'");
-    return v[0] - '0';
-  }();
-  return variant;
-}
-
 // Whether norm_fwd_pf_kernel holds the next row beside the current one without spilling (ptxas, sm_90):
-// not for float at K = 8 with a residual, nor for double at K = 8, where variants 2 to 4 run the
-// one-row kernel.
+// not for float at K = 8 with a residual, nor for double at K = 8, which run the one-row kernel.
 template <class T, int K, bool kResidual>
 constexpr bool pf_fits() {
   return sizeof(T) <= 2 || K < fwd_max_slots<T>() || (sizeof(T) == 4 && !kResidual);
 }
 
-// Weight and bias in shared memory (variant 3) where both would fit in this many bytes.
+// Weight and bias in shared memory where both fit in this many bytes.
 constexpr size_t kMaxWbSmem = 32 * 1024;
 
-// norm_fwd_pf_kernel (variants 2 to 4) on grid = the resident blocks, at most the row groups.
+// norm_fwd_pf_kernel on grid = the resident blocks, at most the row groups.
 template <class T, int K, bool kResidual>
-void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int variant, int device, cudaStream_t stream,
-                       const char* op) {
+void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int device, cudaStream_t stream, const char* op) {
   const size_t wb = (p.w ? 1 : 0) + (p.b ? 1 : 0);
-  const bool smem_wb = variant == 3 && wb > 0 && 2 * static_cast<size_t>(p.cols) * sizeof(T) <= kMaxWbSmem;
+  const bool smem_wb = wb > 0 && 2 * static_cast<size_t>(p.cols) * sizeof(T) <= kMaxWbSmem;
   auto go = [&](auto* kernel, size_t smem) {
     int per_sm = 0;
     const int threads = static_cast<int>(l.block.x * l.block.y);
@@ -769,12 +733,8 @@ void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int variant, int 
     kernel<<<grid_x(blocks), l.block, smem, stream>>>(p);
     check_launch(op, "norm_fwd_pf_kernel");
   };
-  if (smem_wb)
-    return go(norm_fwd_pf_kernel<T, K, kResidual, true, false>, wb * static_cast<size_t>(p.cols) * sizeof(T));
-  if constexpr (is_half_v<T>) {  // float and double keep the two reductions: variant 4 runs as 2
-    if (variant == 4) return go(norm_fwd_pf_kernel<T, K, kResidual, false, true>, 0);
-  }
-  go(norm_fwd_pf_kernel<T, K, kResidual, false, false>, 0);
+  if (smem_wb) return go(norm_fwd_pf_kernel<T, K, kResidual, true>, wb * static_cast<size_t>(p.cols) * sizeof(T));
+  go(norm_fwd_pf_kernel<T, K, kResidual, false>, 0);
 }
 
 template <class T>
@@ -786,17 +746,14 @@ void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
   const int64_t slots = ceil_div(p.cols, V);
   const char* op = p.r ? "add_layer_norm" : p.rms ? "native_rms_norm" : "native_layer_norm";
   if (slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
-    const int variant = fwd_variant();
-    with_slots<1, KMax>(slots, variant == 1 ? 512 : 256, [&](auto kc) {
+    with_slots<1, KMax>(slots, 256, [&](auto kc) {
       constexpr int K = decltype(kc)::value;
       const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
-      if (variant >= 2) {
-        if constexpr (pf_fits<T, K, true>()) {
-          if (p.r) return launch_forward_pf<T, K, true>(p, l, variant, device, stream, op);
-        }
-        if constexpr (pf_fits<T, K, false>()) {
-          if (!p.r) return launch_forward_pf<T, K, false>(p, l, variant, device, stream, op);
-        }
+      if constexpr (pf_fits<T, K, true>()) {
+        if (p.r) return launch_forward_pf<T, K, true>(p, l, device, stream, op);
+      }
+      if constexpr (pf_fits<T, K, false>()) {
+        if (!p.r) return launch_forward_pf<T, K, false>(p, l, device, stream, op);
       }
       if (p.r) norm_fwd_reg_kernel<T, K, true><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       else norm_fwd_reg_kernel<T, K, false><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
