@@ -349,7 +349,7 @@ TEST(CudaBinary, CpuScalarTensorsMeetGpuTensors) {
 TEST(CudaBinary, WhereTakesCpuScalarTensors) {
   TS_REQUIRE_GPU();
   const ts::Tensor a = td({6, 33}, ts::kFloat32, 64), b = td({6, 33}, ts::kFloat32, 65);
-  const ts::Tensor cond = ts::gt(a, b), s = ts::tensor({2.5}).reshape({}), yes = ts::tensor({true}).reshape({});
+  const ts::Tensor cond = ts::gt(a, b), s = ts::tensor({2.5}).reshape({}), yes = ts::tensor({1.0}).reshape({}).to(ts::kBool);
   EXPECT_TRUE(same_as_cpu(ts::where(cond.cuda(), a.cuda(), s), ts::where(cond, a, s)));
   EXPECT_TRUE(same_as_cpu(ts::where(cond.cuda(), s, b.cuda()), ts::where(cond, s, b)));
   EXPECT_TRUE(same_as_cpu(ts::where(yes, a.cuda(), b.cuda()), ts::where(yes, a, b)));
