@@ -1,9 +1,26 @@
-"""What the benchmark drivers (run_cuda_micro.py, run_models.py) share: running one side's program and
-reading the JSON lines it prints (rows carry a "name"; other objects are header fields), and the GPU's
-name and driver from nvidia-smi."""
+"""What the benchmark drivers (run_cuda_micro.py, run_models.py, ...) share: running one side's program
+and reading the JSON lines it prints (rows carry a "name"; other objects are header fields), the GPU's
+name and driver from nvidia-smi, and the commit the figures belong to."""
 import json
+import os
 import subprocess
 import sys
+
+
+def commit_id(root):
+    """The commit of the checkout at `root` as results record it: TESSERA_COMMIT when set (a copy of the
+    tree whose git metadata lags behind it), else the short HEAD, with "-dirty" when tracked files differ
+    from it (the figures then belong to no commit); None without git."""
+    if os.environ.get("TESSERA_COMMIT"):
+        return os.environ["TESSERA_COMMIT"]
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("-dirty" if dirty else "")
 
 
 def json_lines(text):

@@ -14,6 +14,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_io import commit_id  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACC = re.compile(r"test accuracy ([0-9.]+)%")
 
@@ -63,7 +66,7 @@ def main():
     if not a.logs:
         gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).splitlines()[0].split(", ")
         doc.update({"device": gpu[0], "driver": gpu[1]})
-    row["commit"] = a.commit or sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip()
+    row["commit"] = a.commit or commit_id(ROOT)
     row["date"] = datetime.date.today().isoformat()
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -13,6 +13,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_io import commit_id  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = {  # work -> (tessera benchmark name, issue target)
     "add_f32_16M": ("BM_add_f32_16M", 1.0),
@@ -69,8 +72,7 @@ def main():
     for r in range(args.rounds):  # alternate so that machine noise hits both sides alike
         ts_runs.append(run_tessera(binary, args.threads))
         pt_runs.append(run_torch(args.threads))
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = commit_id(ROOT)
     torch_version = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
                                    capture_output=True, text=True).stdout.strip()
     rows = []

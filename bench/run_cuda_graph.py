@@ -15,6 +15,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_io import commit_id  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -75,7 +78,7 @@ def main():
     doc["rows"] = [r for r in doc.get("rows", []) if r.get("work") not in ours] + rows
     gpu = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]).splitlines()[0].split(", ")
     doc.update({"suite": "amp-graphs", "device": gpu[0], "driver": gpu[1],
-                "commit": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).strip(),
+                "commit": commit_id(ROOT),
                 "date": datetime.date.today().isoformat()})
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

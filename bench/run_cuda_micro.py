@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import gpu_info, run  # noqa: E402
+from bench_io import commit_id, gpu_info, run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COPY = "copy_d2d_f32_256M"
@@ -183,8 +183,7 @@ def main():
     name, driver = gpu_info()
     torch_label = f"torch {pt_head.get('torch', '?')} eager"
     rows, conv_layers = build_rows(ts_runs, pt_runs, torch_label)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = commit_id(ROOT)
     doc = {"suite": "cuda-micro", "device": name or ts_head.get("device"), "driver": driver, "commit": commit,
            "date": datetime.date.today().isoformat(), "torch": pt_head.get("torch"), "rounds": args.rounds,
            "runs_per_round": max(args.runs, 20), "rows": rows, "conv_layers": conv_layers}

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import gpu_info, run  # noqa: E402
+from bench_io import commit_id, gpu_info, run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 1024.0 ** 3
@@ -199,11 +199,7 @@ def main():
         rows.append(parity_row(a))
 
     name, driver = gpu_info()
-    try:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
+    commit = commit_id(ROOT)
     doc = {"suite": "models", "device": name, "driver": driver, "commit": commit,
            "date": datetime.date.today().isoformat(), "torch": torch_header.get("torch"), "rounds": a.rounds,
            "runs_per_round": a.runs, "iters_per_run": a.iters, "rows": rows}

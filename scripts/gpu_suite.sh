@@ -65,7 +65,9 @@ fi
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
   # Tests past 2^31 elements are left out: under the sanitizer they would take hours. Executables run
-  # SANITIZE_JOBS at a time (on SANITIZE_GPU where set: another GPU than the benchmarks').
+  # SANITIZE_JOBS at a time (on SANITIZE_GPU where set: another GPU than the benchmarks'). The tools
+  # load the CPUs heavily: unit tests run beside them overran a 240 s limit on a 32-core machine, and
+  # racecheck needs more than 200 s for test_cuda_norm and test_cuda_fused.
   sanitize_exe() {  # tool exe: one log per tool and executable, a summary line
     local log="$OUT/sanitizer-$1-$(basename "$2").log"
     env TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc ${SANITIZE_GPU:+CUDA_VISIBLE_DEVICES=$SANITIZE_GPU} \
