@@ -160,7 +160,7 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--only", default="", help="only the rows whose name contains this")
+    ap.add_argument("--only", default="", help="only the rows whose name contains this ('parity': the loss-curve run)")
     ap.add_argument("--gpt-batch", type=int, default=16)
     ap.add_argument("--gpt-seq", type=int, default=1024)
     ap.add_argument("--resnet-batch", type=int, default=256)
@@ -195,7 +195,7 @@ def main():
         print("tessera's side produced no rows", file=sys.stderr)
         return 2
     rows = build_rows(a, ts_runs, eager_runs, compile_runs)
-    if a.parity and not a.only:
+    if a.parity and (not a.only or "parity" in a.only):  # --only parity: the loss curves alone
         rows.append(parity_row(a))
 
     name, driver = gpu_info()
