@@ -301,11 +301,11 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       const Tensor x_chunk = xc.narrow(0, r0, rc), t_chunk = t64.narrow(0, r0, rc);
       Tensor logits = mm(x_chunk, wp.t());  // (rc, Vp)
       if (vp != v) logits.narrow(1, v, vp - v).fill_(-std::numeric_limits<double>::infinity());
-      auto [row_loss, lse] = cross_entropy_loss_rows(logits, t_chunk, Tensor(), ignore_index, 0.0);
+      auto [row_loss, lse] = cross_entropy_loss_rows(logits, t_chunk, Tensor(), ignore_index, 0.0, v);
       total = total + row_loss.sum();
       if (!need_x && !need_w) continue;
       Tensor dlogits = cross_entropy_loss_rows_backward(scale.expand({rc}), logits, t_chunk, Tensor(), lse,
-                                                        ignore_index, 0.0);  // (rc, Vp), d
+                                                        ignore_index, 0.0, v);  // (rc, Vp), d
       logits = Tensor();  // release the chunk's logits before the products
       if (need_x && c > 0)
         gemm_kernel(dev, GemmParams{dlogits.unsqueeze(0), wp.unsqueeze(0), dx.narrow(0, r0, rc).unsqueeze(0), 1, 0});

@@ -36,6 +36,10 @@ namespace tessera {
 struct CrossEntropyParams {
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  // Targets must lie in [0, classes); -1: [0, C). A row padded past its classes (Note [Padded logits
+  // rows] in ops/fused_ops.cpp) passes its true class count, so that a target among the pad columns
+  // still raises IndexError.
+  int64_t classes = -1;
 };
 
 // loss (M), lse (M) <- x (M, C), target (M), weight (C) or undefined.

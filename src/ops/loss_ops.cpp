@@ -87,20 +87,25 @@ Tensor weight_rows(const Tensor& weight, DType xdt) {
   return cast_to(cast_to(weight.detach(), xdt), loss_dtype_of(xdt)).contiguous();
 }
 
-CrossEntropyParams params_of(int64_t ignore_index, double label_smoothing) {
+CrossEntropyParams params_of(const char* op, int64_t ignore_index, double label_smoothing, int64_t classes,
+                             int64_t c) {
+  TS_CHECK(classes >= -1 && classes <= c, ValueError, op, ": expected at most ", c, " classes (the logits' size), got ",
+           classes);
   CrossEntropyParams p;
   p.ignore_index = ignore_index;
   p.label_smoothing = label_smoothing;
+  p.classes = classes;
   return p;
 }
 
 }  // namespace
 
 std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Tensor& target, const Tensor& weight,
-                                                  int64_t ignore_index, double label_smoothing) {
+                                                  int64_t ignore_index, double label_smoothing, int64_t classes) {
   const char* op = "cross_entropy";
   OpScope scope("cross_entropy_loss_rows", {&logits, &target});
   const int64_t c = check_args(op, logits, target, weight, label_smoothing);
+  const CrossEntropyParams cp = params_of(op, ignore_index, label_smoothing, classes, c);
   const bool record = should_record({&logits});
   const DType ldt = loss_dtype_of(logits.dtype());
   const int64_t m = target.numel();
@@ -113,11 +118,10 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
     t64 = cast_to(target.detach(), kInt64).contiguous();
     w = weight_rows(weight, logits.dtype());
     if (m > 0)
-      cross_entropy_forward_kernel(logits.device(), loss.reshape({m}), lse.reshape({m}), x, t64.reshape({m}), w,
-                                   params_of(ignore_index, label_smoothing));
+      cross_entropy_forward_kernel(logits.device(), loss.reshape({m}), lse.reshape({m}), x, t64.reshape({m}), w, cp);
   }
   if (record) {
-    OpAttrs attrs = make_attrs({ignore_index}, {t64, w, lse});
+    OpAttrs attrs = make_attrs({ignore_index, classes}, {t64, w, lse});
     attrs.scalars = {Scalar(label_smoothing)};
     record_op("cross_entropy_loss_rows", {logits}, {loss}, std::move(attrs));
   }
@@ -126,10 +130,11 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
 
 Tensor cross_entropy_loss_rows_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                                         const Tensor& weight, const Tensor& lse, int64_t ignore_index,
-                                        double label_smoothing) {
+                                        double label_smoothing, int64_t classes) {
   const char* op = "cross_entropy_backward";
   OpScope scope(op, {&grad, &logits, &target});
   const int64_t c = check_args(op, logits, target, weight, label_smoothing);
+  const CrossEntropyParams cp = params_of(op, ignore_index, label_smoothing, classes, c);
   check_defined(op, grad, "grad");
   check_defined(op, lse, "lse");
   check_same_device(op, {&logits, &grad, &lse});
@@ -148,8 +153,7 @@ Tensor cross_entropy_loss_rows_backward(const Tensor& grad, const Tensor& logits
     Tensor w = weight_rows(weight, logits.dtype());
     Tensor wsum = w.defined() && label_smoothing > 0 ? w.sum() : Tensor();
     if (m > 0 && c > 0)
-      cross_entropy_backward_kernel(logits.device(), dx.reshape({m, c}), g, x, t64, w, wsum, l,
-                                    params_of(ignore_index, label_smoothing));
+      cross_entropy_backward_kernel(logits.device(), dx.reshape({m, c}), g, x, t64, w, wsum, l, cp);
   }
   return logits.dim() >= 3 ? dx.movedim(-1, 1) : dx;
 }

@@ -17,16 +17,17 @@ namespace tessera {
 // float32 otherwise): loss is the per-element loss before any reduction (0 where the target is
 // ignore_index), lse the logsumexp of the element's logits over the classes (saved for backward).
 // target: class indices of an integer dtype; weight: (C) floating class weights, or undefined.
-// Raises IndexError for a target outside [0, C) that is not ignore_index. Records
+// Raises IndexError for a target outside [0, C) that is not ignore_index; with classes >= 0, outside
+// [0, classes) (classes <= C: rows padded past their classes, Note [Padded logits rows]). Records
 // "cross_entropy_loss_rows" with input {logits} and output {loss} (Note [Autograd stage]).
 std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Tensor& target, const Tensor& weight,
-                                                  int64_t ignore_index, double label_smoothing);
+                                                  int64_t ignore_index, double label_smoothing, int64_t classes = -1);
 
 // The gradient of the logits: grad (target's shape) times d(loss)/d(logits), from the logits, the
 // lse saved by the forward and the same target, weight and options. Of logits' shape and dtype.
 // Records nothing: its derivative calls it with grad mode off only.
 Tensor cross_entropy_loss_rows_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                                         const Tensor& weight, const Tensor& lse, int64_t ignore_index,
-                                        double label_smoothing);
+                                        double label_smoothing, int64_t classes = -1);
 
 }  // namespace tessera

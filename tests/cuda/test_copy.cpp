@@ -118,8 +118,8 @@ TEST(CudaCopy, NonContiguousDestinations) {
 }
 
 // Note [Wide strided copies]: transposes of outer dims with a contiguous last dim move 16-, 8- or
-// 4-byte units; rows that are no whole number of units, a misaligned base and a broadcast source
-// take the element path. Bitwise against the CPU.
+// 4-byte units, a source broadcast along an outer dim too; rows that are no whole number of units
+// and a misaligned base take narrower units or the element path. Bitwise against the CPU.
 TEST(CudaCopy, WideStridedCopies) {
   TS_REQUIRE_GPU();
   for (ts::DType dt : {ts::kBFloat16, ts::kFloat32, ts::kInt8, ts::kFloat64}) {

@@ -17,6 +17,7 @@
 #include "ops/fused_ops.h"
 #include "tessera/amp.h"
 #include "tessera/autograd.h"
+#include "tessera/cuda.h"
 #include "tessera/models.h"
 #include "tessera/nn/functional.h"
 
@@ -319,6 +320,25 @@ TEST(CudaFused, LinearCrossEntropyMatchesComposite) {
       }
     }
   }
+}
+
+// Note [Padded logits rows]: a target among the pad classes (V <= t < Vp) is out of bounds, as on the
+// CPU, and raises at the next synchronization (Note [Deferred device checks]).
+TEST(CudaFused, LinearCrossEntropyTargetInThePadRaises) {
+  TS_REQUIRE_GPU();
+  const int64_t n = 8, c = 16, v = 1003;
+  const ts::Tensor x = test_data({n, c}, ts::kBFloat16, 44).reshape({n, c}).cuda();
+  const ts::Tensor w = test_data({v, c}, ts::kBFloat16, 45).reshape({v, c}).cuda();
+  ts::Tensor t = ts::zeros({n}, ts::TensorOptions(ts::kInt64, "cuda"));
+  t.narrow(0, 3, 1).fill_(v);  // the first pad column (Vp = 1008 in bfloat16)
+  try {
+    (void)F::linear_cross_entropy(x, w, t);
+    ts::cuda::synchronize();
+    ADD_FAILURE() << "no IndexError";
+  } catch (const ts::IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("Target 1003 is out of bounds"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ts::cuda::synchronize());
 }
 
 TEST(CudaFused, LinearCrossEntropyUnderAutocast) {

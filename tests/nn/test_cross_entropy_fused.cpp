@@ -266,6 +266,24 @@ TEST(CrossEntropyFused, Errors) {
   EXPECT_THROW(ts::cross_entropy_loss_rows_backward(ts::ones({5}, ts::kFloat64), x, ts::zeros({6}, ts::kInt64),
                                                     ts::Tensor(), lse, -100, 0.0),
                ts::ShapeError);
+  // A class count below the row length (rows padded past their classes): targets among the pad
+  // columns are out of bounds; the count may not exceed the row.
+  const ts::Tensor t3 = ts::tensor(std::vector<int64_t>{0, 1, 2, 3, 2, 1});
+  EXPECT_NO_THROW(ts::cross_entropy_loss_rows(x, t3, ts::Tensor(), -100, 0.0));
+  try {
+    ts::cross_entropy_loss_rows(x, t3, ts::Tensor(), -100, 0.0, 3);
+    ADD_FAILURE() << "no IndexError";
+  } catch (const ts::IndexError& e) {
+    EXPECT_NE(std::string(e.what()).find("cross_entropy: Target 3 is out of bounds."), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(ts::cross_entropy_loss_rows(x, t3, ts::Tensor(), 3, 0.0, 3));  // ignored
+  EXPECT_THROW(ts::cross_entropy_loss_rows(x, t3, ts::Tensor(), -100, 0.0, 5), ts::ValueError);
+  // The backward skips such rows (as every out-of-range target).
+  auto [l3, lse3] = ts::cross_entropy_loss_rows(x, t3, ts::Tensor(), 3, 0.0, 3);
+  const ts::Tensor d3 = ts::cross_entropy_loss_rows_backward(ts::ones({6}, ts::kFloat64), x, t3, ts::Tensor(), lse3,
+                                                             -100, 0.0, 3);
+  EXPECT_TRUE(all_close(d3.select(0, 3), ts::zeros({4}, ts::kFloat64)));
+  EXPECT_FALSE(all_close(d3.select(0, 2), ts::zeros({4}, ts::kFloat64)));
 }
 
 TEST(CrossEntropyFused, OpsReturnLossAndLogsumexp) {

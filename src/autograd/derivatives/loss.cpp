@@ -54,8 +54,10 @@ V cross_entropy_loss_rows_back(const BackwardContext& c, const V& g) {
   const Tensor& weight = c.attrs.tensors.at(1);
   const Tensor& lse = c.attrs.tensors.at(2);
   const int64_t ignore_index = c.attrs.ints.at(0);
+  const int64_t classes = c.attrs.ints.at(1);
   const double ls = c.attrs.scalars.at(0).to_double();
-  if (!is_grad_enabled()) return {cross_entropy_loss_rows_backward(g[0], x, target, weight, lse, ignore_index, ls)};
+  if (!is_grad_enabled())
+    return {cross_entropy_loss_rows_backward(g[0], x, target, weight, lse, ignore_index, ls, classes)};
   return {cross_entropy_grad_composite(g[0], x, target, weight, ignore_index, ls)};
 }
 

@@ -51,7 +51,7 @@ void ce_forward_rows(acc_t<T>* loss, acc_t<T>* lse, const T* x, const int64_t* t
       loss[r] = 0;
       continue;
     }
-    if (t < 0 || t >= C) {
+    if (t < 0 || t >= (p.classes < 0 ? C : p.classes)) {
       first_bad = std::min(first_bad, r);
       loss[r] = 0;
       continue;
@@ -93,7 +93,7 @@ void ce_backward_rows(T* dx, const acc_t<T>* grad, const T* x, const int64_t* ta
     const T* xr = x + r * C;
     T* dr = dx + r * C;
     const int64_t t = target[r];
-    if (t == p.ignore_index || t < 0 || t >= C) {
+    if (t == p.ignore_index || t < 0 || t >= (p.classes < 0 ? C : p.classes)) {
 #pragma omp simd
       for (int64_t i = 0; i < C; ++i) dr[i] = static_cast<T>(A(0));
       continue;

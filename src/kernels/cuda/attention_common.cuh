@@ -168,8 +168,8 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// Grid-invariant arguments. Strides in elements for (B, H, N) (the last dim is contiguous);
-// out / dq / dk / dv and lse / delta are contiguous.
+// Grid-invariant arguments. Strides in elements for (B, H, N) (the last dim is contiguous), also of
+// the written out / dq / dk / dv (w_*, dk_*, dv_*); lse and delta are contiguous.
 struct Params {
   const void* q = nullptr;
   const void* k = nullptr;

@@ -57,6 +57,7 @@ struct CeParams {
   const void* grad = nullptr;        // acc (M)
   void* dx = nullptr;                // T (M, C)
   int64_t M = 0, C = 0, ignore_index = -100;
+  int64_t classes = 0;  // targets lie in [0, classes), classes <= C (CrossEntropyParams::classes)
   double label_smoothing = 0.0;
   bool dx_vec = false;  // dx rows have x rows' alignment
   unsigned long long* status = nullptr;
@@ -157,7 +158,7 @@ static __global__ __launch_bounds__(kMaxThreads) void ce_forward_kernel(CeParams
     const int64_t t = p.target[r];
     A l = 0;
     if (t != p.ignore_index) {
-      if (t < 0 || t >= p.C) {
+      if (t < 0 || t >= p.classes) {
         report_bad(p.status, static_cast<uint64_t>(r));
       } else {
         const A wt = w != nullptr ? w[t] : A(1);
@@ -180,7 +181,7 @@ static __global__ __launch_bounds__(kMaxThreads) void ce_backward_kernel(CeParam
     const T* __restrict__ row = static_cast<const T*>(p.x) + r * p.C;
     T* __restrict__ out = static_cast<T*>(p.dx) + r * p.C;
     const int64_t t = p.target[r];
-    const bool skip = t == p.ignore_index || t < 0 || t >= p.C;
+    const bool skip = t == p.ignore_index || t < 0 || t >= p.classes;
     A a = 0, b = 0, at_t = 0, L = 0;
     if (!skip) {
       const A g = static_cast<const A*>(p.grad)[r];
@@ -265,6 +266,7 @@ void cross_entropy_forward_cuda(const Tensor& loss, const Tensor& lse, const Ten
   p.lse = lse.data_ptr();
   p.M = M;
   p.C = C;
+  p.classes = cp.classes < 0 ? C : cp.classes;
   p.ignore_index = cp.ignore_index;
   p.label_smoothing = cp.label_smoothing;
   p.status = status.dev();
@@ -296,6 +298,7 @@ void cross_entropy_backward_cuda(const Tensor& dx, const Tensor& grad, const Ten
   p.dx = dx.data_ptr();
   p.M = M;
   p.C = C;
+  p.classes = cp.classes < 0 ? C : cp.classes;
   p.ignore_index = cp.ignore_index;
   p.label_smoothing = cp.label_smoothing;
   p.dx_vec = reinterpret_cast<uintptr_t>(p.x) % 16 == reinterpret_cast<uintptr_t>(p.dx) % 16;
