@@ -17,7 +17,7 @@
 //   say), the same kernel runs with V = 1: coalesced scalar accesses, no peeling. The last, partial tile goes element by element with bounds checks.
 //   Tile indices and the element index are int64: the contiguous path needs no 32/64-bit split.
 // - Strided, 32-bit: every operand's byte offsets and the element count fit in int32
-//   (iter_fits_in_int32). Offsets come from the linear index by divmod with precomputed magic
+//   (EwGeometry::fits_in_int32). Offsets come from the linear index by divmod with precomputed magic
 //   numbers (IntDivider32: a multiply-high and a shift instead of a division), innermost dim first.
 // - Strided, 64-bit: the same with int64 offsets and plain 64-bit division, for iteration spaces
 //   past 2^31 elements or byte offsets past 2^31 (DESIGN.md "Conventions").
@@ -136,18 +136,6 @@ struct OffsetCalc64 {
     }
   }
 };
-
-// True when the element count and every operand's byte offsets (from its first element) fit in
-// int32, so the strided kernel may use OffsetCalc32.
-inline bool iter_fits_in_int32(const ElementwiseIter& it, const int64_t* elem_sizes) {
-  if (it.numel() > INT32_MAX) return false;
-  for (int t = 0; t < it.ntensors(); ++t) {
-    int64_t reach = elem_sizes[t];
-    for (int d = 0; d < it.ndim(); ++d) reach += (it.shape(d) - 1) * std::llabs(it.byte_stride(t, d));
-    if (reach > INT32_MAX) return false;
-  }
-  return true;
-}
 
 // ---- kernel arguments ---------------------------------------------------------------------------
 // Values of the operands that live on the host (Note [CPU scalars]), as raw bits of their dtype.
@@ -390,6 +378,23 @@ struct EwGeometry {
   }
 };
 
+// The strided kernels' arguments over geometry g, with Calc = OffsetCalc32<NT> (where
+// g.fits_in_int32) or OffsetCalc64<NT>.
+template <class Calc, int NT>
+StridedArgs<NT, Calc> strided_args(const EwGeometry<NT>& g, const ScalarArgs<NT>& sc = {}) {
+  StridedArgs<NT, Calc> s{};
+  s.n = g.n;
+  s.host = sc;
+  s.calc.ndim = g.ndim;
+  for (int t = 0; t < NT; ++t) s.data[t] = g.data[t];
+  for (int d = 0; d < g.ndim; ++d) {
+    if constexpr (std::is_same_v<Calc, OffsetCalc32<NT>>) s.calc.sizes[d] = IntDivider32(static_cast<uint32_t>(g.shape[d]));
+    else s.calc.sizes[d] = g.shape[d];
+    for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = static_cast<typename Calc::offset_t>(g.strides[d][t]);
+  }
+  return s;
+}
+
 inline unsigned ew_grid(int64_t n, int64_t tile);
 
 // out = f(in...) over geometry g through the strided kernels (32-bit offsets where they fit).
@@ -401,28 +406,12 @@ void launch_strided(const EwGeometry<1 + sizeof...(In)>& g, const F& f, cudaStre
   if (g.n == 0) return;
   const unsigned grid = ew_grid(g.n, int64_t(kEwThreads) * U);
   if (g.fits_in_int32(esize)) {
-    StridedArgs<NT, OffsetCalc32<NT>> s{};
-    s.n = g.n;
-    s.host = sc;
-    s.calc.ndim = g.ndim;
-    for (int t = 0; t < NT; ++t) s.data[t] = g.data[t];
-    for (int d = 0; d < g.ndim; ++d) {
-      s.calc.sizes[d] = IntDivider32(static_cast<uint32_t>(g.shape[d]));
-      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = static_cast<int32_t>(g.strides[d][t]);
-    }
-    elementwise_strided_kernel<OffsetCalc32<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
+    elementwise_strided_kernel<OffsetCalc32<NT>, U, F, Out, In...>
+        <<<grid, kEwThreads, 0, stream>>>(strided_args<OffsetCalc32<NT>>(g, sc), f);
     check_launch(op, "elementwise_strided_kernel<int32>");
   } else {
-    StridedArgs<NT, OffsetCalc64<NT>> s{};
-    s.n = g.n;
-    s.host = sc;
-    s.calc.ndim = g.ndim;
-    for (int t = 0; t < NT; ++t) s.data[t] = g.data[t];
-    for (int d = 0; d < g.ndim; ++d) {
-      s.calc.sizes[d] = g.shape[d];
-      for (int t = 0; t < NT; ++t) s.calc.strides[d][t] = g.strides[d][t];
-    }
-    elementwise_strided_kernel<OffsetCalc64<NT>, U, F, Out, In...><<<grid, kEwThreads, 0, stream>>>(s, f);
+    elementwise_strided_kernel<OffsetCalc64<NT>, U, F, Out, In...>
+        <<<grid, kEwThreads, 0, stream>>>(strided_args<OffsetCalc64<NT>>(g, sc), f);
     check_launch(op, "elementwise_strided_kernel<int64>");
   }
 }

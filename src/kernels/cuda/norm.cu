@@ -177,6 +177,71 @@ __device__ __forceinline__ dacc_t<T> row_shift(const T* xr, const T* rr, bool ac
   return rr ? rounded_sum<T>(load_acc(xr[0]), load_acc(rr[0])) : load_acc(xr[0]);
 }
 
+// The row's mean (0 for RMS norm) and 1 / sqrt(var + eps) from its values in registers, in two
+// reductions over the row's threads: the sum around `shift`, then the centred squares. Every thread of
+// the block must call it (it synchronizes); every thread of the row gets the statistics.
+template <class T, int K, int V>
+__device__ __forceinline__ void row_stats(const dacc_t<T> (&v)[K][V], dacc_t<T> shift, const FwdParams& p, int n,
+                                          dacc_t<T>* smem, dacc_t<T>& mu, dacc_t<T>& rs) {
+  using A = dacc_t<T>;
+  const A nn = static_cast<A>(n);  // n == 0 gives 0 / 0: NaN statistics, as on the CPU
+  const int tx = threadIdx.x, TX = blockDim.x;
+  mu = 0;
+  if (!p.rms) {
+    A s[1] = {0};
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
+    row_allreduce(s, smem);
+    mu = shift + s[0] / nn;
+  }
+  A q[1] = {0};
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if ((tx + k * TX) * V + j < n) {
+        const A d = v[k][j] - mu;
+        q[0] += d * d;
+      }
+    }
+  row_allreduce(q, smem);
+  rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
+}
+
+// Writes an active row's statistics and y = (v - mu) rs (* w) (+ b), w and b read from `ws` / `bs`
+// (global or shared memory) where p.w / p.b are set. Overwrites v.
+template <class T, int K, int V>
+__device__ __forceinline__ void write_row(dacc_t<T> (&v)[K][V], int64_t row, dacc_t<T> mu, dacc_t<T> rs,
+                                          const T* ws, const T* bs, const FwdParams& p, int n) {
+  using A = dacc_t<T>;
+  const int tx = threadIdx.x, TX = blockDim.x;
+  const bool has_w = p.w != nullptr, has_b = p.b != nullptr;
+  if (tx == 0) {
+    if (p.mean) static_cast<A*>(p.mean)[row] = mu;
+    static_cast<A*>(p.rstd)[row] = rs;
+  }
+  T* yr = static_cast<T*>(p.y) + row * p.cols;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int s = tx + k * TX;
+    if (s * V >= n) continue;
+    A wv[V], bv[V];
+    load_slot<T, V>(ws, s, n, p.vec, has_w, wv);
+    load_slot<T, V>(bs, s, n, p.vec, has_b, bv);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      A o = (v[k][j] - mu) * rs;
+      if (has_w) o *= wv[j];
+      if (has_b) o += bv[j];
+      v[k][j] = o;
+    }
+    store_slot<T, V>(yr, s, n, p.vec, v[k]);
+  }
+}
+
 // Register kernel: up to K slots of the row per thread, N <= blockDim.x * K * V. With a residual
 // (kResidual, its own instantiation so that the plain norm keeps its registers) the row is x + r
 // rounded to T, written to the sum output as well. Tried and measured slower on the H200 (16384 x 4096
@@ -192,7 +257,6 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
   const int n = static_cast<int>(p.cols);
-  const A nn = static_cast<A>(n);  // n == 0 gives 0 / 0: NaN statistics, as on the CPU
   const int tx = threadIdx.x, TX = blockDim.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
@@ -214,52 +278,11 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
         if (active) store_slot<T, V>(sr, tx + k * TX, n, p.vec, v[k]);
       }
     }
-    A mu = 0;
-    if (!p.rms) {
-      const A shift = row_shift<T>(xr, rr, active, n);
-      A s[1] = {0};
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
-      row_allreduce(s, smem);
-      mu = shift + s[0] / nn;
-    }
-    A q[1] = {0};
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if ((tx + k * TX) * V + j < n) {
-          const A d = v[k][j] - mu;
-          q[0] += d * d;
-        }
-      }
-    row_allreduce(q, smem);
-    const A rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
+    const A shift = p.rms ? A(0) : row_shift<T>(xr, rr, active, n);
+    A mu, rs;
+    row_stats<T, K, V>(v, shift, p, n, smem, mu, rs);
     if (!active) continue;  // no barrier below
-    if (tx == 0) {
-      if (p.mean) static_cast<A*>(p.mean)[row] = mu;
-      static_cast<A*>(p.rstd)[row] = rs;
-    }
-    T* yr = static_cast<T*>(p.y) + row * p.cols;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int s = tx + k * TX;
-      if (s * V >= n) continue;
-      A wv[V], bv[V];
-      load_slot<T, V>(w, s, n, p.vec, w != nullptr, wv);
-      load_slot<T, V>(b, s, n, p.vec, b != nullptr, bv);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        A o = (v[k][j] - mu) * rs;
-        if (w) o *= wv[j];
-        if (b) o += bv[j];
-        v[k][j] = o;
-      }
-      store_slot<T, V>(yr, s, n, p.vec, v[k]);
-    }
+    write_row<T, K, V>(v, row, mu, rs, w, b, p, n);
   }
 }
 
@@ -322,7 +345,6 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
   const int n = static_cast<int>(p.cols);
-  const A nn = static_cast<A>(n);  // n == 0 gives 0 / 0: NaN statistics, as on the CPU
   const int tx = threadIdx.x, TX = blockDim.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
@@ -381,52 +403,10 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
         if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, nactive);
       }
     }
-    A mu = 0;
-    if (!p.rms) {
-      A s[1] = {0};
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          if ((tx + k * TX) * V + j < n) s[0] += v[k][j] - shift;
-      row_allreduce(s, smem);
-      mu = shift + s[0] / nn;
-    }
-    A q[1] = {0};
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        if ((tx + k * TX) * V + j < n) {
-          const A d = v[k][j] - mu;
-          q[0] += d * d;
-        }
-      }
-    row_allreduce(q, smem);
-    const A var = q[0] / nn;
-    const A rs = A(1) / dev_sqrt(var + static_cast<A>(p.eps));
+    A mu, rs;
+    row_stats<T, K, V>(v, shift, p, n, smem, mu, rs);
     if (!active) continue;  // no barrier below
-    if (tx == 0) {
-      if (p.mean) static_cast<A*>(p.mean)[row] = mu;
-      static_cast<A*>(p.rstd)[row] = rs;
-    }
-    T* yr = static_cast<T*>(p.y) + row * p.cols;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int s = tx + k * TX;
-      if (s * V >= n) continue;
-      A wv[V], bv[V];
-      load_slot<T, V>(kSmemWB ? sw : w, s, n, p.vec, w != nullptr, wv);
-      load_slot<T, V>(kSmemWB ? sb : b, s, n, p.vec, b != nullptr, bv);
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        A o = (v[k][j] - mu) * rs;
-        if (w) o *= wv[j];
-        if (b) o += bv[j];
-        v[k][j] = o;
-      }
-      store_slot<T, V>(yr, s, n, p.vec, v[k]);
-    }
+    write_row<T, K, V>(v, row, mu, rs, kSmemWB ? sw : w, kSmemWB ? sb : b, p, n);
   }
 }
 

@@ -149,28 +149,13 @@ void allclose_cuda(const Tensor& a, const Tensor& b, double rtol, double atol, b
   dispatch_device_dtype(a.dtype(), "allclose", [&]<class T>(TypeTag<T>) {
     const int64_t es[2] = {static_cast<int64_t>(sizeof(T)), static_cast<int64_t>(sizeof(T))};
     const unsigned grid = grid_for(it.numel(), kEwThreads * 4);
-    auto fill = [&](auto& s) {
-      s.n = it.numel();
-      s.calc.ndim = it.ndim();
-      for (int t = 0; t < 2; ++t) s.data[t] = it.data(t);
-    };
-    if (iter_fits_in_int32(it, es)) {
-      StridedArgs<2, OffsetCalc32<2>> s{};
-      fill(s);
-      for (int d = 0; d < it.ndim(); ++d) {
-        s.calc.sizes[d] = IntDivider32(static_cast<uint32_t>(it.shape(d)));
-        for (int t = 0; t < 2; ++t) s.calc.strides[d][t] = static_cast<int32_t>(it.byte_stride(t, d));
-      }
-      allclose_flag_kernel<T, OffsetCalc32<2>><<<grid, kEwThreads, 0, stream>>>(s, rtol, atol, equal_nan, not_close);
-    } else {
-      StridedArgs<2, OffsetCalc64<2>> s{};
-      fill(s);
-      for (int d = 0; d < it.ndim(); ++d) {
-        s.calc.sizes[d] = it.shape(d);
-        for (int t = 0; t < 2; ++t) s.calc.strides[d][t] = it.byte_stride(t, d);
-      }
-      allclose_flag_kernel<T, OffsetCalc64<2>><<<grid, kEwThreads, 0, stream>>>(s, rtol, atol, equal_nan, not_close);
-    }
+    const EwGeometry<2> g(it);
+    if (g.fits_in_int32(es))
+      allclose_flag_kernel<T, OffsetCalc32<2>>
+          <<<grid, kEwThreads, 0, stream>>>(strided_args<OffsetCalc32<2>>(g), rtol, atol, equal_nan, not_close);
+    else
+      allclose_flag_kernel<T, OffsetCalc64<2>>
+          <<<grid, kEwThreads, 0, stream>>>(strided_args<OffsetCalc64<2>>(g), rtol, atol, equal_nan, not_close);
     check_launch("allclose", "allclose_flag_kernel");
   });
   int host = 0;
