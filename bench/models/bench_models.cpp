@@ -105,12 +105,12 @@ Timing time_steps(const std::function<void()>& step) {
 }
 
 // --profile: two more steps under the profiler (CPU and CUDA), their op table on stderr, sorted by
-// GPU time and by host time (stdout keeps the JSON lines).
+// GPU time and by host time, and by op and input shapes (stdout keeps the JSON lines).
 void profile_steps(const std::string& name, const std::function<void()>& step) {
   if (!g_args.profile) return;
   step();
   cuda::synchronize();
-  ts::profiler::profile prof({.activities = {ts::profiler::CPU, ts::profiler::CUDA}});
+  ts::profiler::profile prof({.activities = {ts::profiler::CPU, ts::profiler::CUDA}, .record_shapes = true});
   for (int i = 0; i < 2; ++i) step();
   cuda::synchronize();
   prof.stop();
@@ -118,6 +118,8 @@ void profile_steps(const std::string& name, const std::function<void()>& step) {
   std::fprintf(stderr, "==> profile of 2 steps of %s, by GPU time\n%s\n", name.c_str(),
                avg.table("self_cuda_time_total", 40).c_str());
   std::fprintf(stderr, "==> the same, by host time\n%s\n", avg.table("self_cpu_time_total", 25).c_str());
+  std::fprintf(stderr, "==> the same by op and input shapes, by GPU time\n%s\n",
+               prof.key_averages(/*group_by_input_shape=*/true).table("self_cuda_time_total", 60).c_str());
 }
 
 void emit(const std::string& name, const char* unit, double value, const Timing& t) {

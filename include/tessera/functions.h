@@ -104,6 +104,9 @@ TS_BINARY_FN(logical_xor) TS_BINARY_FN(bitwise_and) TS_BINARY_FN(bitwise_or) TS_
 TS_BINARY_FN(bitwise_left_shift) TS_BINARY_FN(bitwise_right_shift)
 #undef TS_BINARY_FN
 Tensor pow(const Scalar& base, const Tensor& exponent);
+// relu's (and threshold's) gradient in one pass: self <= threshold ? 0 : grad_output (PyTorch's
+// aten::threshold_backward; a NaN in self passes the gradient).
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b);
 Tensor where(const Tensor& condition, const Scalar& a, const Tensor& b);

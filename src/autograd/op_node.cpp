@@ -19,7 +19,7 @@ std::unordered_map<std::string, Derivative>& registry() {
 bool is_view_op(const std::string& op) {
   static const std::unordered_set<std::string> views = {
       "view", "reshape_alias", "permute", "transpose", "expand", "squeeze", "unsqueeze", "slice",
-      "select", "as_strided", "diagonal", "unfold"};
+      "select", "as_strided", "diagonal", "unfold", "split", "unbind"};
   return views.count(op) > 0;
 }
 

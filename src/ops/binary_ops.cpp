@@ -79,6 +79,9 @@ DType binary_compute_dtype(const char* name, BinaryOp op, const Operand& a, cons
     case BinaryOp::RightShift:
       if (!is_integral(common, false)) throw_unsupported_dtype(name, common);
       return common;
+    case BinaryOp::ThresholdBackward:
+      if (common == kBool) throw_unsupported_dtype(name, common);
+      return common;
     default:  // predicates compare in the common dtype
       return common;
   }
@@ -231,6 +234,17 @@ TS_DEFINE_BINARY(bitwise_left_shift, LeftShift) TS_DEFINE_BINARY(bitwise_right_s
 
 Tensor pow(const Scalar& base, const Tensor& exponent) {
   return binary_impl("pow", BinaryOp::Pow, Operand{nullptr, &base}, Operand{&exponent, nullptr}, nullptr);
+}
+
+// Not among the binary ops that record themselves (is_differentiable): its derivative takes the
+// threshold, which goes into the attrs here.
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
+  const char* op = "threshold_backward";
+  BinaryParams p;
+  p.threshold = threshold.to_double();
+  Tensor out = bin(op, BinaryOp::ThresholdBackward, grad_output, self, p);
+  if (should_record({&grad_output, &self})) record_op(op, {grad_output, self}, {out}, OpAttrs{.scalars = {threshold}});
+  return out;
 }
 
 }  // namespace tessera

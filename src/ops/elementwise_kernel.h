@@ -32,6 +32,7 @@ struct UnaryParams {
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, DivTrunc, DivFloor, Pow, Maximum, Minimum, Fmod, Remainder, Atan2,
   BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift,
+  ThresholdBackward,  // b <= threshold ? 0 : a (a: the gradient, b: relu's input or output)
   // Predicates: output bool.
   Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, LogicalXor,
 };
@@ -40,7 +41,8 @@ inline bool is_predicate(BinaryOp op) { return op >= BinaryOp::Eq; }
 inline bool is_predicate(UnaryOp op) { return op >= UnaryOp::LogicalNot; }
 
 struct BinaryParams {
-  Scalar alpha = 1;  // add/sub: a + alpha * b
+  Scalar alpha = 1;        // add/sub: a + alpha * b
+  double threshold = 0.0;  // threshold_backward, converted to the compute dtype by the kernel
 };
 
 enum class TernaryOp : uint8_t {

@@ -1,8 +1,12 @@
 // Tensor methods and operators: each forwards to the free function of the same name (functions.h),
 // so the two spellings can never disagree. In-place forms compute out of place, check that the result
-// dtype can be cast back (PyTorch's rule: no float result into an integer tensor), and write back.
+// dtype can be cast back (PyTorch's rule: no float result into an integer tensor), and write back;
+// relu_, add_, sub_ and mul_ write straight into self where they can (Note [In-place kernels]).
 #include "ops/autograd_hook.h"
 #include "ops/op_utils.h"
+#include "tensor/tensor_impl.h"
+#include "tensor/type_promotion.h"
+#include "tessera/autograd.h"
 #include "tessera/functions.h"
 
 namespace tessera {
@@ -26,6 +30,61 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
            " doesn't match the broadcast shape ", result.sizes());
   self.copy_(result);
   return self;
+}
+
+// Note [In-place kernels]: relu_, add_, sub_ and mul_ on a floating tensor, the in-place forms that
+// training loops run on whole activations (torchvision's ReLU(inplace=True), `out += identity`), run
+// their kernel straight into self through the out= form instead of computing out of place and
+// copying back: one pass instead of two, and no second activation-sized tensor. Taken when the result
+// has self's dtype and shape and the other operand is a CPU number or does not partly overlap self
+// (an exact alias, x.add_(x), is fine elementwise); otherwise the general path above. Autograd records
+// the out-of-place op's derivative on self: relu's reads its output (self after the write), add's and
+// sub's read nothing; mul's reads self before the write, so mul_ takes this path only while nothing
+// records.
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const int64_t f = from[from.size() - 1 - i];
+    if (f != 1 && f != to[to.size() - 1 - i]) return false;
+  }
+  return true;
+}
+
+bool in_place_kernel_ok(const Tensor& self, const Tensor* other = nullptr) {
+  if (!self.defined() || !is_floating_point(self.dtype())) return false;
+  if (!other) return true;
+  if (!other->defined() || result_type(self, *other) != self.dtype() || !broadcasts_to(other->sizes(), self.sizes()))
+    return false;
+  if (other->impl()->storage() != self.impl()->storage()) return true;
+  return other->storage_offset() == self.storage_offset() && other->sizes() == self.sizes() &&
+         other->strides() == self.strides();
+}
+bool in_place_kernel_ok(const Tensor& self, const Scalar& other) {
+  return self.defined() && is_floating_point(self.dtype()) && result_type(self, other) == self.dtype();
+}
+
+// Runs `kernel` (an out= call writing self, which bumps self's version) and records `record_as` on
+// (inputs) -> self.
+template <class Kernel>
+Tensor& run_in_place(const char* op, const char* record_as, Tensor& self, const std::vector<Tensor>& inputs,
+                     OpAttrs attrs, Kernel&& kernel) {
+  check_inplace(op, self);
+  {
+    NoGradGuard no_record;  // the out= forms refuse recording; this op records itself below
+    kernel();
+  }
+  record_inplace(record_as, self, inputs, std::move(attrs));
+  return self;
+}
+
+// A number operand as the 0-dim CPU tensor of self's dtype that the out-of-place op would make of it
+// (binary_ops.cpp: a Scalar is converted to the compute dtype, here self's).
+Tensor number_operand(const Tensor& self, const Scalar& s) { return scalar_tensor(s, TensorOptions(self.dtype(), kCPU)); }
+
+OpAttrs alpha_attrs(const Scalar& alpha) {
+  OpAttrs a;
+  a.scalars = {alpha};
+  return a;
 }
 }  // namespace
 
@@ -60,7 +119,10 @@ Tensor& Tensor::tanh_() { return assign_inplace("tanh_", *this, tessera::tanh(*t
 Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
 Tensor& Tensor::sigmoid_() { return assign_inplace("sigmoid_", *this, tessera::sigmoid(*this)); }
 Tensor Tensor::relu() const { return tessera::relu(*this); }
-Tensor& Tensor::relu_() { return assign_inplace("relu_", *this, tessera::relu(*this)); }
+Tensor& Tensor::relu_() {
+  if (!in_place_kernel_ok(*this)) return assign_inplace("relu_", *this, tessera::relu(*this));
+  return run_in_place("relu_", "relu", *this, {*this}, {}, [&] { tessera::relu_out(*this, *this); });
+}
 Tensor Tensor::silu() const { return tessera::silu(*this); }
 Tensor& Tensor::silu_() { return assign_inplace("silu_", *this, tessera::silu(source_of(*this))); }
 Tensor Tensor::erf() const { return tessera::erf(*this); }
@@ -92,20 +154,47 @@ Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posin
 
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return tessera::add(*this, o, alpha); }
 Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return tessera::add(*this, o, alpha); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) { return assign_inplace("add_", *this, tessera::add(*this, o, alpha)); }
-Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) { return assign_inplace("add_", *this, tessera::add(*this, o, alpha)); }
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
+  if (!in_place_kernel_ok(*this, &o)) return assign_inplace("add_", *this, tessera::add(*this, o, alpha));
+  return run_in_place("add_", "add", *this, {*this, o}, alpha_attrs(alpha),
+                      [&] { tessera::add_out(*this, o, *this, alpha); });
+}
+Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
+  if (!in_place_kernel_ok(*this, o)) return assign_inplace("add_", *this, tessera::add(*this, o, alpha));
+  const Tensor n = number_operand(*this, o);
+  return run_in_place("add_", "add", *this, {*this, n}, alpha_attrs(alpha),
+                      [&] { tessera::add_out(*this, n, *this, alpha); });
+}
 Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return tessera::sub(*this, o, alpha); }
 Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return tessera::sub(*this, o, alpha); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha)); }
-Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) { return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha)); }
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
+  if (!in_place_kernel_ok(*this, &o)) return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha));
+  return run_in_place("sub_", "sub", *this, {*this, o}, alpha_attrs(alpha),
+                      [&] { tessera::sub_out(*this, o, *this, alpha); });
+}
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
+  if (!in_place_kernel_ok(*this, o)) return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha));
+  const Tensor n = number_operand(*this, o);
+  return run_in_place("sub_", "sub", *this, {*this, n}, alpha_attrs(alpha),
+                      [&] { tessera::sub_out(*this, n, *this, alpha); });
+}
 Tensor Tensor::div(const Tensor& o, const std::string& m) const { return tessera::div(*this, o, m); }
 Tensor Tensor::div(const Scalar& o, const std::string& m) const { return tessera::div(*this, o, m); }
 Tensor& Tensor::div_(const Tensor& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(source_of(*this, {&o}), o, m)); }
 Tensor& Tensor::div_(const Scalar& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(source_of(*this), o, m)); }
 Tensor Tensor::mul(const Tensor& o) const { return tessera::mul(*this, o); }
 Tensor Tensor::mul(const Scalar& o) const { return tessera::mul(*this, o); }
-Tensor& Tensor::mul_(const Tensor& o) { return assign_inplace("mul_", *this, tessera::mul(source_of(*this, {&o}), o)); }
-Tensor& Tensor::mul_(const Scalar& o) { return assign_inplace("mul_", *this, tessera::mul(source_of(*this), o)); }
+Tensor& Tensor::mul_(const Tensor& o) {
+  if (should_record({this, &o}) || !in_place_kernel_ok(*this, &o))
+    return assign_inplace("mul_", *this, tessera::mul(source_of(*this, {&o}), o));
+  return run_in_place("mul_", "mul", *this, {*this, o}, {}, [&] { tessera::mul_out(*this, o, *this); });
+}
+Tensor& Tensor::mul_(const Scalar& o) {
+  if (should_record({this}) || !in_place_kernel_ok(*this, o))
+    return assign_inplace("mul_", *this, tessera::mul(source_of(*this), o));
+  const Tensor n = number_operand(*this, o);
+  return run_in_place("mul_", "mul", *this, {*this, n}, {}, [&] { tessera::mul_out(*this, n, *this); });
+}
 Tensor Tensor::pow(const Tensor& o) const { return tessera::pow(*this, o); }
 Tensor Tensor::pow(const Scalar& o) const { return tessera::pow(*this, o); }
 Tensor& Tensor::pow_(const Tensor& o) { return assign_inplace("pow_", *this, tessera::pow(source_of(*this, {&o}), o)); }

@@ -96,6 +96,22 @@ Tensor recorded_strided(const char* op, const Tensor& self, Tensor out, Redo&& r
   return out;
 }
 
+// Note [Split into pieces]: split, chunk and unbind record one node for all their pieces, as PyTorch's
+// split_with_sizes and unbind do. The gradient is then one cat (stack for unbind) of the pieces'
+// gradients, where a node per piece (slice / select) would scatter each into zeros of the whole input
+// and sum them: for a fused QKV projection split into q, k and v, three zero fills, three full
+// copies and two full adds become one copy. attrs.ints = [dim, length of each piece] (no lengths for
+// unbind).
+std::vector<Tensor> recorded_pieces(const char* op, const Tensor& self, std::vector<Tensor> pieces, int64_t d,
+                                    const std::vector<int64_t>& lengths) {
+  if (!should_record({&self})) return pieces;
+  OpAttrs attrs;
+  attrs.ints.push_back(d);
+  attrs.ints.insert(attrs.ints.end(), lengths.begin(), lengths.end());
+  record_op(op, {self}, pieces, std::move(attrs));
+  return pieces;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Shape& sizes) const {
@@ -330,8 +346,11 @@ std::vector<Tensor> Tensor::unbind(int64_t d) const {
   int64_t w = wrap_dim(d, dim(), "unbind");
   TS_CHECK(dim() > 0, ShapeError, "unbind: cannot be applied to a 0-dim tensor");
   std::vector<Tensor> out;
-  for (int64_t i = 0; i < sizes()[w]; ++i) out.push_back(select(w, i));
-  return out;
+  {
+    NoRecordScope guard;  // one node for all the pieces, recorded below
+    for (int64_t i = 0; i < sizes()[w]; ++i) out.push_back(select(w, i));
+  }
+  return recorded_pieces("unbind", *this, std::move(out), w, {});
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
@@ -340,10 +359,10 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
   int64_t size = sizes()[w];
   TS_CHECK(split_size > 0 || (split_size == 0 && size == 0), ValueError, "split: split_size must be positive, got ",
            split_size);
-  std::vector<Tensor> out;
   if (size == 0) return {*this};
-  for (int64_t s = 0; s < size; s += split_size) out.push_back(narrow(w, s, std::min(split_size, size - s)));
-  return out;
+  std::vector<int64_t> lengths;
+  for (int64_t s = 0; s < size; s += split_size) lengths.push_back(std::min(split_size, size - s));
+  return split(lengths, w);
 }
 
 std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64_t d) const {
@@ -357,12 +376,15 @@ std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64
   TS_CHECK(total == sizes()[w], ShapeError, "split: split sizes ", split_sizes, " sum to ", total,
            " but the tensor has size ", sizes()[w], " at dimension ", w);
   std::vector<Tensor> out;
-  int64_t start = 0;
-  for (int64_t s : split_sizes) {
-    out.push_back(narrow(w, start, s));
-    start += s;
+  {
+    NoRecordScope guard;  // one node for all the pieces, recorded below
+    int64_t start = 0;
+    for (int64_t s : split_sizes) {
+      out.push_back(narrow(w, start, s));
+      start += s;
+    }
   }
-  return out;
+  return recorded_pieces("split", *this, std::move(out), w, split_sizes);
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {

@@ -352,6 +352,51 @@ TEST(GradElementwise, PowMasksZeroBaseAndZeroExponent) {
   EXPECT_EQ(grad_of(ts::pow(z, 0), z), (std::vector<double>{0, 0}));
 }
 
+// relu's derivative is threshold_backward (one kernel); its own derivative masks the incoming
+// gradient the same way and gives self none. A NaN input passes its gradient, as PyTorch.
+TEST(GradElementwise, ThresholdBackwardIsReluGradientAndDifferentiable) {
+  ts::Tensor x = f64({-1, 0, 1, NAN}).requires_grad_();
+  ts::Tensor y = ts::relu(x);
+  ts::Tensor g = f64({1, 2, 3, 4}).requires_grad_();
+  ts::Tensor dx = ts::autograd::grad({y}, {x}, {g}, /*retain_graph=*/true, /*create_graph=*/true)[0];
+  EXPECT_EQ(dx.grad_fn()->name(), "ThresholdBackwardBackward0");
+  EXPECT_EQ(dx.tolist<double>(), (std::vector<double>{0, 0, 3, 4}));
+  // Second order: d(sum(dx * w))/dg = threshold_backward(w, relu(x), 0).
+  ts::Tensor w = f64({5, 6, 7, 8});
+  EXPECT_EQ(grad_of(ts::sum(dx * w), g), (std::vector<double>{0, 0, 7, 8}));
+  std::string report;
+  ts::Tensor self = f64({-1.5, 0.25, 0.75, 2});
+  EXPECT_TRUE(ts::autograd::gradcheck(
+      [&](const std::vector<ts::Tensor>& in) { return std::vector<ts::Tensor>{ts::threshold_backward(in[0], self, 0.5)}; },
+      {f64({1, -2, 3, 4}).requires_grad_()}, {}, &report))
+      << report;
+}
+
+// relu_ and add_ write into self (Note [In-place kernels]) and keep the gradients of their
+// out-of-place forms; mul_ while recording computes from a copy of self.
+TEST(GradElementwise, InPlaceKernelsKeepGradients) {
+  ts::Tensor a = f64({-2, -0.5, 0.5, 2}).requires_grad_(), b = f64({1, 2, 3, 4}).requires_grad_();
+  ts::Tensor t = a * 3.0;
+  const void* storage = t.data_ptr();
+  const uint64_t version = t.version();
+  t.add_(b, 2).relu_();
+  EXPECT_EQ(t.data_ptr(), storage);  // written in place, no new tensor behind it
+  EXPECT_EQ(t.version(), version + 2);
+  EXPECT_EQ(t.grad_fn()->name(), "ReluBackward0");
+  ts::sum(t * f64({1, 10, 100, 1000})).backward();
+  // t = relu(3a + 2b) = relu({-4, 2.5, 7.5, 14}): the first element is masked.
+  EXPECT_EQ(a.grad().tolist<double>(), (std::vector<double>{0, 30, 300, 3000}));
+  EXPECT_EQ(b.grad().tolist<double>(), (std::vector<double>{0, 20, 200, 2000}));
+  ts::Tensor c = f64({1, 2}).requires_grad_();
+  ts::Tensor u = c * 1.0;
+  u.mul_(c);  // the derivative reads self before the write: the general path
+  EXPECT_EQ(grad_of(ts::sum(u), c), (std::vector<double>{2, 4}));
+  ts::Tensor v = c * 1.0;
+  v.sub_(0.5, 2);
+  EXPECT_EQ(v.tolist<double>(), (std::vector<double>{0, 1}));
+  EXPECT_EQ(grad_of(ts::sum(v), c), (std::vector<double>{1, 1}));
+}
+
 TEST(GradElementwise, KinksTakeZeroAndRoundingGivesZero) {
   ts::Tensor x = f64({-1, 0, 1}).requires_grad_();
   EXPECT_EQ(grad_of(ts::abs(x), x), (std::vector<double>{-1, 0, 1}));

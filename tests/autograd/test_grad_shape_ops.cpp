@@ -48,6 +48,50 @@ std::string str(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+// ---- split / chunk / unbind (Note [Split into pieces]) ------------------------------------------
+
+TEST(GradShapeOps, SplitChunkUnbindGradcheck) {
+  for (int64_t dim : {0, 1, -1}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    // Every piece used, each with its own weight so that a piece landing in the wrong place shows.
+    auto weighted = [](const V& pieces) {
+      Tensor s = ts::zeros({}, ts::kFloat64);
+      for (size_t i = 0; i < pieces.size(); ++i) s = s + ts::sum(pieces[i] * static_cast<double>(i + 1));
+      return s;
+    };
+    check_grads([&](const V& in) { return V{weighted(in[0].split(2, dim))}; }, {data({5, 5})});
+    check_grads([&](const V& in) { return V{weighted(in[0].split({1, 0, 4}, dim))}; }, {data({5, 5})});
+    check_grads([&](const V& in) { return V{weighted(in[0].chunk(3, dim))}; }, {data({4, 5})});
+    check_grads([&](const V& in) { return V{weighted(in[0].unbind(dim))}; }, {data({3, 4})});
+    // Pieces returned as outputs (the gradient of each comes in separately).
+    check_grads([dim](const V& in) { return in[0].split(3, dim); }, {data({5, 6})});
+  }
+}
+
+TEST(GradShapeOps, SplitRecordsOneNodeAndUnusedPiecesGetZeros) {
+  Tensor x = data({6, 4}).requires_grad_();
+  V qkv = x.split(2, 0);
+  ASSERT_EQ(qkv.size(), 3u);
+  for (const Tensor& p : qkv) {
+    ASSERT_TRUE(p.grad_fn());
+    EXPECT_EQ(p.grad_fn()->name(), "SplitBackward0");
+    EXPECT_EQ(p.grad_fn(), qkv[0].grad_fn());  // one node for the three pieces
+  }
+  EXPECT_EQ(x.unbind(1)[2].grad_fn()->name(), "UnbindBackward0");
+  ts::sum(qkv[1] * 3.0).backward();  // only the middle piece takes part
+  Tensor expected = ts::zeros({6, 4}, ts::kFloat64);
+  expected.narrow(0, 2, 2).fill_(3.0);
+  EXPECT_TRUE(ts::equal(x.grad(), expected)) << x.grad();
+}
+
+TEST(GradShapeOps, InPlaceOnASplitPieceIsRefused) {
+  Tensor x = data({4, 3}).requires_grad_();
+  Tensor y = x * 2.0;
+  V pieces = y.split(2, 0);
+  EXPECT_THROW(pieces[0].mul_(2.0), ts::NotImplementedError);
+  EXPECT_THROW(y.unbind(0)[1].add_(1.0), ts::NotImplementedError);
+}
+
 // ---- cat / stack --------------------------------------------------------------------------------
 
 TEST(GradShapeOps, CatGradcheck) {

@@ -171,6 +171,31 @@ void binary(Builder& b) {
     b.add(op, "scalar_float", {I({4}, -5, 5, 7, kInt32)}, std::string("torch.") + op + "(x[0], 2.5)",
           [is_add](const V& x) { return V{is_add ? add(x[0], 2.5) : sub(x[0], 2.5)}; });
   }
+  // relu's gradient (Note [In-place kernels] uses it on the GPU): at, above and below the threshold,
+  // a NaN input, the integer and 16-bit types, a broadcast input.
+  {
+    auto fn = [](const V& x) { return V{threshold_backward(x[0], x[1], 0.5)}; };
+    const std::string expr = "torch.ops.aten.threshold_backward(x[0], x[1], 0.5)";
+    for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16})
+      b.add("threshold_backward", dn(d), {N({6, 7}, d, 41), randu({6, 7}, -1, 2, d, 42).mul(4).round().div(4)}, expr, fn);
+    b.add("threshold_backward", "int32", {I({12}, -9, 9, 7, kInt32), I({12}, -2, 3, 8, kInt32)}, expr, fn);
+    b.add("threshold_backward", "broadcast_strided", {N({5, 4}).t(), stepped(N({3, 7}))}, expr, fn);
+    b.add("threshold_backward", "nan", {N({6}), tensor({NAN, 0.5, 0.25, 1.0, -INFINITY, INFINITY}, kFloat32)}, expr, fn);
+  }
+  // In-place forms that write straight into self (Note [In-place kernels]), on a channels-last and a
+  // transposed self, with broadcast and exactly aliased operands.
+  {
+    Tensor cl = N({2, 3, 4, 5}, kBFloat16, 43).contiguous(MemoryFormat::ChannelsLast);
+    b.add("relu_", "bf16_channels_last", {cl}, "x[0].clone().relu_()", [](const V& x) { Tensor t = x[0].clone(); t.relu_(); return V{t}; });
+    b.add("add_", "broadcast_alpha", {N({4, 5}, kFloat32, 44).t(), N({4}, kFloat32, 45)}, "x[0].clone().add_(x[1], alpha=2)",
+          [](const V& x) { Tensor t = x[0].clone(); t.add_(x[1], 2); return V{t}; });
+    b.add("add_", "aliased", {N({3, 5}, kFloat16, 46)}, "x[0].clone().add_(x[0].clone())",
+          [](const V& x) { Tensor t = x[0].clone(); t.add_(t); return V{t}; });
+    b.add("sub_", "scalar", {N({3, 5}, kBFloat16, 47)}, "x[0].clone().sub_(0.75, alpha=2)",
+          [](const V& x) { Tensor t = x[0].clone(); t.sub_(0.75, 2); return V{t}; });
+    b.add("mul_", "promoting_other", {N({3, 5}, kFloat32, 48), N({5}, kFloat64, 49)}, "x[0].clone().mul_(x[1])",
+          [](const V& x) { Tensor t = x[0].clone(); t.mul_(x[1]); return V{t}; });
+  }
   b.add("add", "zero_dim_and_empty", {N({}), N({0, 3})}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
   b.add("add", "bool", {I({6}, 0, 2).to(kBool), I({6}, 0, 2, 8).to(kBool)}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
   b.add("mul", "half_scalar", {N({8}, kFloat16)}, "torch.mul(x[0], 2.5)", [](const V& x) { return V{mul(x[0], 2.5)}; });

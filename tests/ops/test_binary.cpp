@@ -345,6 +345,50 @@ TEST(Binary, OutAndInPlace) {
   EXPECT_THROW(ts::ones({4}).add_(ts::ones({3, 4})), ts::ShapeError);
 }
 
+TEST(Binary, ThresholdBackward) {
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kFloat16, ts::kBFloat16}) {
+    SCOPED_TRACE(ts::dtype_name(dt));
+    ts::Tensor g = td({3, 4}, dt, 1), self = td({4}, dt, 2, -1, 1);
+    ts::Tensor r = ts::threshold_backward(g, self, 0.25);
+    EXPECT_EQ(r.dtype(), dt);
+    EXPECT_TRUE(all_close(r, reference(g, self, [](double x, double y) { return y <= 0.25 ? 0.0 : x; }, dt)));
+  }
+  ts::Tensor nan_self = ts::tensor({NAN, 0.0, 1.0});
+  EXPECT_EQ(ts::threshold_backward(ts::ones({3}), nan_self, 0).tolist<double>(), (std::vector<double>{1, 0, 1}));
+  ts::Tensor ig = ts::tensor(std::vector<int64_t>{1, 2, 3}, {3}), is = ts::tensor(std::vector<int64_t>{-1, 0, 1}, {3});
+  EXPECT_EQ(ts::threshold_backward(ig, is, 0).tolist<int64_t>(), (std::vector<int64_t>{0, 0, 3}));
+  ts::Tensor bools = ts::ones({3}, ts::kBool);
+  EXPECT_THROW(ts::threshold_backward(bools, bools, 0), ts::DTypeError);
+  EXPECT_THROW(ts::threshold_backward(ts::ones({3}), ts::ones({4}), 0), ts::ShapeError);
+}
+
+// Note [In-place kernels]: the direct path must give what the out-of-place op gives, including when
+// the other operand is self, a broadcast, or overlaps self only in part (which takes the general path).
+TEST(Binary, InPlaceKernelsMatchOutOfPlace) {
+  ts::Tensor base = td({4, 6}, ts::kFloat32, 3);
+  ts::Tensor t = base.clone();
+  t.add_(td({6}, ts::kFloat32, 4), 0.5);
+  EXPECT_TRUE(ts::equal(t, ts::add(base, td({6}, ts::kFloat32, 4), 0.5)));
+  ts::Tensor s = base.clone();
+  s.add_(s);
+  EXPECT_TRUE(ts::equal(s, base * 2.0));
+  ts::Tensor r = base.clone().t();  // a transposed self keeps its strides
+  r.relu_();
+  EXPECT_TRUE(ts::equal(r, ts::relu(base.t())));
+  EXPECT_EQ(r.strides(), (ts::Shape{1, 6}));
+  // Partial overlap: row i += row i - 1 must read the old rows (computed out of place first).
+  ts::Tensor p = base.clone();
+  ts::Tensor expected = base.narrow(0, 1, 3) + base.narrow(0, 0, 3);
+  p.narrow(0, 1, 3).add_(p.narrow(0, 0, 3));
+  EXPECT_TRUE(ts::equal(p.narrow(0, 1, 3), expected));
+  // A float16 self with a float32 operand promotes to float32: the general path casts back.
+  ts::Tensor h = base.to(ts::kFloat16);
+  h.mul_(ts::full({6}, 3.0));
+  EXPECT_TRUE(ts::equal(h, (base.to(ts::kFloat16).to(ts::kFloat32) * 3.0).to(ts::kFloat16)));
+  ts::Tensor e = ts::zeros({1, 6}).expand({4, 6});
+  EXPECT_THROW(e.relu_(), ts::ValueError);  // writing into an expanded tensor
+}
+
 TEST(Binary, ScalarOperandsAndOperators) {
   ts::Tensor x = td({5, 3}, ts::kFloat32, 5);
   auto ref = [&](const RefFn& f) { return reference(x, ts::scalar_tensor(1.5, ts::kFloat64), f, ts::kFloat32); };

@@ -56,7 +56,14 @@ V sigmoid_back(C c, const V& g) {
   const Tensor& y = c.outputs[0];
   return {g[0] * y * rsub_one(y)};
 }
-V relu_back(C c, const V& g) { return {keep_where(gt(c.outputs[0], Scalar(0)), g[0])}; }
+V relu_back(C c, const V& g) { return {threshold_backward(g[0], c.outputs[0], Scalar(0))}; }
+// d/d grad_output: the same mask on the incoming gradient; self gets none (the mask is piecewise
+// constant in it), as PyTorch's threshold_backward derivative.
+V threshold_backward_back(C c, const V& g) {
+  V out(2);
+  if (needs(c, 0)) out[0] = threshold_backward(g[0], c.inputs[1], c.attrs.scalars.at(0));
+  return out;
+}
 V silu_back(C c, const V& g) {
   const Tensor& x = c.inputs[0];
   Tensor s = sigmoid(x);
@@ -264,6 +271,7 @@ void register_elementwise_derivatives() {
   register_derivative("tanh", {tanh_back, false, out});
   register_derivative("sigmoid", {sigmoid_back, false, out});
   register_derivative("relu", {relu_back, false, out});
+  register_derivative("threshold_backward", {threshold_backward_back, true, false});
   register_derivative("gelu", {gelu_back, in});
   register_derivative("silu", {silu_back, in});
   register_derivative("softplus", {softplus_back, in});

@@ -30,6 +30,17 @@ V cat_back(const BackwardContext& c, const V& g) {
   return out;
 }
 
+// split / unbind (Note [Split into pieces], ops/views.cpp): the pieces' gradients joined again. The
+// engine passes zeros for a piece that received no gradient.
+V split_back(const BackwardContext& c, const V& g) {
+  if (!needs(c, 0)) return {Tensor()};
+  return {cat(g, c.attrs.ints.at(0))};
+}
+V unbind_back(const BackwardContext& c, const V& g) {
+  if (!needs(c, 0)) return {Tensor()};
+  return {stack(g, c.attrs.ints.at(0))};
+}
+
 V stack_back(const BackwardContext& c, const V& g) {
   const int64_t d = c.attrs.ints.at(0);
   V out(c.input_meta.size());
@@ -134,6 +145,8 @@ V selection_back(const BackwardContext& c, const V& g) {
 
 void register_shape_ops_derivatives() {
   register_derivative("cat", {cat_back});
+  register_derivative("split", {split_back});
+  register_derivative("unbind", {unbind_back});
   register_derivative("stack", {stack_back});
   register_derivative("repeat", {repeat_back});
   register_derivative("repeat_interleave", {repeat_interleave_back});

@@ -188,6 +188,14 @@ void binary_arith(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp 
     case BinaryOp::Atan2:
       if constexpr (fp) { run([](A x, A y) TS_LAMBDA_INLINE { return std::atan2(x, y); }); return; }
       break;
+    case BinaryOp::ThresholdBackward:
+      if constexpr (!is_bool) {
+        // PyTorch's comparison: a NaN input is not <= the threshold, so its gradient passes.
+        const A t = fp ? static_cast<A>(prm.threshold) : static_cast<A>(static_cast<int64_t>(prm.threshold));
+        run([t](A g, A y) TS_LAMBDA_INLINE { return y <= t ? A(0) : g; });
+        return;
+      }
+      break;
     case BinaryOp::BitwiseAnd:
       if constexpr (!fp) { run([](A x, A y) TS_LAMBDA_INLINE { return static_cast<A>(x & y); }); return; }
       break;

@@ -43,6 +43,12 @@ struct DivOp {  // floating only
   }
 };
 
+template <class T>
+struct ThresholdBackwardOp {  // y <= threshold ? 0 : g (a NaN y passes g, as PyTorch)
+  dacc_t<T> threshold;
+  __device__ T operator()(T g, T y) const { return convert<dacc_t<T>>(y) <= threshold ? convert<T>(dacc_t<T>(0)) : g; }
+};
+
 // ---- the other floating ops ----------------------------------------------------------------------------
 template <class T>
 struct BinaryFloatingOp {
@@ -210,6 +216,14 @@ void binary_cuda(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp o
       case BinaryOp::Div:
         if constexpr (fp) {
           launch_elementwise<kEwHotUnroll, T, T, T>(it, DivOp<T>{}, stream, "div", host);
+          return;
+        }
+        break;
+      case BinaryOp::ThresholdBackward:
+        if constexpr (!is_bool) {
+          const A t = fp ? static_cast<A>(p.threshold) : static_cast<A>(static_cast<int64_t>(p.threshold));
+          launch_elementwise<kEwHotUnroll, T, T, T>(it, ThresholdBackwardOp<T>{t}, stream, "threshold_backward",
+                                                    host);
           return;
         }
         break;
