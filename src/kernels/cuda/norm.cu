@@ -42,6 +42,9 @@
 //   + one merged reduction (sum d, sum d^2)       0.108 (layer norm only); not taken: the one-pass
 //     variance loses digits when a row's first element (the shift) lies far from its mean.
 
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/reduce_common.cuh"
 #include "ops/norm_kernel.h"
@@ -467,7 +470,10 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(Fw
 // ---- backward --------------------------------------------------------------------------------------
 
 // Register kernel: dx of the rows it visits, and one partial row of dweight / dbias per (block, y).
-template <class T, int K>
+// kPrefetch (Note [Norm backward prefetch]): each thread loads its next row's x and dy slots raw right
+// after converting the current row's, so that they are in flight through the current row's
+// reductions and stores; the arithmetic and its order are unchanged.
+template <class T, int K, bool kPrefetch>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(BwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
@@ -487,15 +493,37 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
 #pragma unroll
     for (int j = 0; j < V; ++j) aw[k][j] = ab[k][j] = A(0);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  RawSlot nx[kPrefetch ? K : 1], ndy[kPrefetch ? K : 1];  // the next row, raw
+  auto load_next = [&](int64_t next) {
+    const bool nactive = next < p.rows;
+    const int64_t noff = (nactive ? next : 0) * p.cols;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      nx[k] = load_raw<T, V>(x + noff, tx + k * TX, n, p.vec, nactive);
+      ndy[k] = load_raw<T, V>(dy + noff, tx + k * TX, n, p.vec, nactive);
+    }
+  };
+  if constexpr (kPrefetch) load_next(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y);
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const int64_t off = (active ? row : 0) * p.cols;
     A xh[K][V], g[K][V];
+    if constexpr (kPrefetch) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      load_slot<T, V>(x + off, tx + k * TX, n, p.vec, active, xh[k]);
-      load_slot<T, V>(dy + off, tx + k * TX, n, p.vec, active, g[k]);
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          xh[k][j] = raw_acc<T, V>(nx[k], j);
+          g[k][j] = raw_acc<T, V>(ndy[k], j);
+        }
+      load_next(row + step);  // in flight until the next iteration
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        load_slot<T, V>(x + off, tx + k * TX, n, p.vec, active, xh[k]);
+        load_slot<T, V>(dy + off, tx + k * TX, n, p.vec, active, g[k]);
+      }
     }
     const A mu = active && mean ? mean[row] : A(0);
     const A rs = active ? rstd[row] : A(0);
@@ -746,6 +774,24 @@ void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
   check_launch(op, "norm_fwd_loop_kernel");
 }
 
+// Note [Norm backward prefetch]: the register backward holds the next row's raw x and dy slots (4
+// registers per slot and tensor) where that does not spill (ptxas, sm_90, nvcc 13): float at K <= 2
+// (62 and 83 registers), the 16-bit types at K = 1 (85; at K = 2 they would spill 100 bytes). So
+// 16-bit rows take up to 512 threads at K = 1 where they took 256 at K = 2: the occupancy of the
+// one-row kernel at K = 2 (111 registers, 2 blocks of 256 threads per SM), with the next row's loads
+// in flight. TESSERA_NORM_BWD_PREFETCH=0 turns it off (to measure both in one build).
+bool bwd_prefetch_enabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("TESSERA_NORM_BWD_PREFETCH");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return enabled;
+}
+template <class T, int K>
+constexpr bool bwd_prefetch_fits() {
+  return sizeof(T) == 4 ? K <= 2 : (sizeof(T) == 2 && K == 1);
+}
+
 template <class T>
 void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t stream) {
   using A = dacc_t<T>;
@@ -771,17 +817,24 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
     p.pb = db ? base + (dw ? one : 0) : nullptr;
   };
   if (p.rows > 0 && slots <= static_cast<int64_t>(kMaxRowThreads) * KMax) {
-    with_slots<1, KMax>(slots, 256, [&](auto kc) {
+    // 16-bit rows of up to 512 slots at K = 1 with the prefetch; longer ones as before (256 threads).
+    const int64_t row_threads = sizeof(T) == 2 && bwd_prefetch_enabled() && slots <= kMaxRowThreads ? kMaxRowThreads : 256;
+    with_slots<1, KMax>(slots, row_threads, [&](auto kc) {
       constexpr int K = decltype(kc)::value;
       const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
       int64_t blocks = l.blocks;
       // With partials, at most the resident blocks: each adds one partial row per y.
-      if (want_partials)
-        blocks = std::min(blocks, resident_blocks(norm_bwd_reg_kernel<T, K>, static_cast<int>(l.block.x * l.block.y),
-                                                  device));
-      alloc_partials(blocks * l.block.y);
-      norm_bwd_reg_kernel<T, K><<<grid_x(blocks), l.block, 0, stream>>>(p);
-      check_launch(op, "norm_bwd_reg_kernel");
+      auto run = [&](auto kernel) {
+        if (want_partials)
+          blocks = std::min(blocks, resident_blocks(kernel, static_cast<int>(l.block.x * l.block.y), device));
+        alloc_partials(blocks * l.block.y);
+        kernel<<<grid_x(blocks), l.block, 0, stream>>>(p);
+        check_launch(op, "norm_bwd_reg_kernel");
+      };
+      if constexpr (bwd_prefetch_fits<T, K>()) {
+        if (bwd_prefetch_enabled()) return run(norm_bwd_reg_kernel<T, K, true>);
+      }
+      run(norm_bwd_reg_kernel<T, K, false>);
     });
   } else if (p.rows > 0) {
     if (p.dx) {
