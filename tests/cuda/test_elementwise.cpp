@@ -175,11 +175,9 @@ TEST(CudaUnary, Activations) {
   check_unary("relu", [](const ts::Tensor& x) { return ts::relu(x); }, numeric());
 }
 
-// Note [Prefetching unary kernels]: the 16-bit gelu / silu walk their tiles with a grid of the
-// resident blocks; past about 4.3M bfloat16 elements on an H200 each block takes several tiles, with
-// the next one prefetched, and the partial last tile goes element by element. A view starting one
-// element in (not 16-byte aligned) takes the generic kernel.
-TEST(CudaUnary, PrefetchingActivationsOverManyTiles) {
+// The 16-bit activations over many full tiles and a partial last one, aligned and (a view starting
+// one element in) not.
+TEST(CudaUnary, ActivationsOverManyTiles) {
   TS_REQUIRE_GPU();
   const int64_t n = int64_t(9) * 1000 * 1000 + 1237;
   for (ts::DType dt : {ts::kBFloat16, ts::kFloat16}) {

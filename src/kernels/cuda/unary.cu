@@ -5,11 +5,10 @@
 // out may be x itself (in place). Each dtype's ops run through launch_elementwise (Note [GPU
 // elementwise paths]) with a functor computing in the accumulate type and rounding once on store.
 // gelu (both forms), relu and silu have a functor each (no switch in the loop, kEwHotUnroll vectors
-// per thread; the 16-bit gelu and silu through the prefetching kernel of elementwise_prefetch.cuh); the other floating ops share one functor per dtype that switches on the uniform op,
+// per thread); the other floating ops share one functor per dtype that switches on the uniform op,
 // as do the integer ops and the predicates (one vector per thread, so one inlined copy of the switch
 // per element of a vector). Ops a dtype does not take raise DTypeError on the host before any launch.
 #include "kernels/cuda/elementwise.cuh"
-#include "kernels/cuda/elementwise_prefetch.cuh"
 #include "kernels/cuda/elementwise_math.cuh"
 #include "ops/elementwise_kernel.h"
 
@@ -162,16 +161,11 @@ void unary_cuda(const Tensor& out, const Tensor& x, UnaryOp op, const UnaryParam
     }
     if constexpr (is_floating_v<T>) {
       using A = dacc_t<T>;
-      // The 16-bit gelu and silu prefetch their next tile (Note [Prefetching unary kernels]).
-      auto hot = [&](const auto& f, const char* name) {
-        if constexpr (is_half_v<T>) launch_unary_prefetch<T>(it, out, x, f, stream, name);
-        else launch_elementwise<kEwHotUnroll, T, T>(it, f, stream, name);
-      };
       switch (op) {
-        case UnaryOp::Gelu: hot(GeluOp<T>{}, "gelu"); return;
-        case UnaryOp::GeluTanh: hot(GeluTanhOp<T>{}, "gelu"); return;
+        case UnaryOp::Gelu: launch_elementwise<kEwHotUnroll, T, T>(it, GeluOp<T>{}, stream, "gelu"); return;
+        case UnaryOp::GeluTanh: launch_elementwise<kEwHotUnroll, T, T>(it, GeluTanhOp<T>{}, stream, "gelu"); return;
         case UnaryOp::Relu: launch_elementwise<kEwHotUnroll, T, T>(it, ReluOp<T>{}, stream, "relu"); return;
-        case UnaryOp::Silu: hot(SiluOp<T>{}, "silu"); return;
+        case UnaryOp::Silu: launch_elementwise<kEwHotUnroll, T, T>(it, SiluOp<T>{}, stream, "silu"); return;
         default: break;
       }
       if (!floating_takes(op)) unsupported(op, x.dtype());
