@@ -2,6 +2,8 @@
 // so the two spellings can never disagree. In-place forms compute out of place, check that the result
 // dtype can be cast back (PyTorch's rule: no float result into an integer tensor), and write back;
 // relu_, add_, sub_ and mul_ write straight into self where they can (Note [In-place kernels]).
+#include <type_traits>
+
 #include "ops/autograd_hook.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
@@ -86,6 +88,26 @@ OpAttrs alpha_attrs(const Scalar& alpha) {
   a.scalars = {alpha};
   return a;
 }
+
+// add_ and sub_: self + alpha * o or self - alpha * o, o a tensor or a number.
+template <class O>
+Tensor& add_or_sub_(bool sub, Tensor& self, const O& o, const Scalar& alpha) {
+  const char* op = sub ? "sub_" : "add_";
+  Tensor other;
+  bool direct;
+  if constexpr (std::is_same_v<O, Tensor>) {
+    direct = in_place_kernel_ok(self, &o);
+    other = o;
+  } else {
+    direct = in_place_kernel_ok(self, o);
+    if (direct) other = number_operand(self, o);
+  }
+  if (!direct) return assign_inplace(op, self, sub ? tessera::sub(self, o, alpha) : tessera::add(self, o, alpha));
+  return run_in_place(op, sub ? "sub" : "add", self, {self, other}, alpha_attrs(alpha), [&] {
+    if (sub) tessera::sub_out(self, other, self, alpha);
+    else tessera::add_out(self, other, self, alpha);
+  });
+}
 }  // namespace
 
 Tensor Tensor::neg() const { return tessera::neg(*this); }
@@ -154,30 +176,12 @@ Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posin
 
 Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return tessera::add(*this, o, alpha); }
 Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return tessera::add(*this, o, alpha); }
-Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
-  if (!in_place_kernel_ok(*this, &o)) return assign_inplace("add_", *this, tessera::add(*this, o, alpha));
-  return run_in_place("add_", "add", *this, {*this, o}, alpha_attrs(alpha),
-                      [&] { tessera::add_out(*this, o, *this, alpha); });
-}
-Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
-  if (!in_place_kernel_ok(*this, o)) return assign_inplace("add_", *this, tessera::add(*this, o, alpha));
-  const Tensor n = number_operand(*this, o);
-  return run_in_place("add_", "add", *this, {*this, n}, alpha_attrs(alpha),
-                      [&] { tessera::add_out(*this, n, *this, alpha); });
-}
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) { return add_or_sub_(false, *this, o, alpha); }
+Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) { return add_or_sub_(false, *this, o, alpha); }
 Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return tessera::sub(*this, o, alpha); }
 Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return tessera::sub(*this, o, alpha); }
-Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
-  if (!in_place_kernel_ok(*this, &o)) return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha));
-  return run_in_place("sub_", "sub", *this, {*this, o}, alpha_attrs(alpha),
-                      [&] { tessera::sub_out(*this, o, *this, alpha); });
-}
-Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
-  if (!in_place_kernel_ok(*this, o)) return assign_inplace("sub_", *this, tessera::sub(*this, o, alpha));
-  const Tensor n = number_operand(*this, o);
-  return run_in_place("sub_", "sub", *this, {*this, n}, alpha_attrs(alpha),
-                      [&] { tessera::sub_out(*this, n, *this, alpha); });
-}
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) { return add_or_sub_(true, *this, o, alpha); }
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) { return add_or_sub_(true, *this, o, alpha); }
 Tensor Tensor::div(const Tensor& o, const std::string& m) const { return tessera::div(*this, o, m); }
 Tensor Tensor::div(const Scalar& o, const std::string& m) const { return tessera::div(*this, o, m); }
 Tensor& Tensor::div_(const Tensor& o, const std::string& m) { return assign_inplace("div_", *this, tessera::div(source_of(*this, {&o}), o, m)); }
