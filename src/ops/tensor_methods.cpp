@@ -2,7 +2,9 @@
 // so the two spellings can never disagree. In-place forms compute out of place, check that the result
 // dtype can be cast back (PyTorch's rule: no float result into an integer tensor), and write back;
 // relu_, add_, sub_ and mul_ write straight into self where they can (Note [In-place kernels]).
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "ops/autograd_hook.h"
 #include "ops/op_utils.h"
@@ -42,7 +44,9 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
 // (an exact alias, x.add_(x), is fine elementwise); otherwise the general path above. Autograd records
 // the out-of-place op's derivative on self: relu's reads its output (self after the write), add's and
 // sub's read nothing; mul's reads self before the write, so mul_ takes this path only while nothing
-// records.
+// records. relu's node saves self itself as its output, so a later in-place write to that tensor makes
+// the backward raise the saved-tensor version error, as in PyTorch. Self must not overlap itself
+// (as_strided windows keep the general path); a bool operand keeps it too.
 bool broadcasts_to(const Shape& from, const Shape& to) {
   if (from.size() > to.size()) return false;
   for (size_t i = 0; i < from.size(); ++i) {
@@ -52,17 +56,36 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+// No two elements of t share an address (sufficient test: each dim, by increasing stride, steps past
+// everything the smaller-stride dims span). Views such as as_strided windows fail it; writing those
+// element by element would store to one address several times.
+bool non_overlapping(const Tensor& t) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return t.stride(a) < t.stride(b); });
+  int64_t span = 1;  // elements the dims so far reach, from the first
+  for (int64_t d : dims) {
+    if (t.stride(d) < span) return false;
+    span += t.stride(d) * (t.size(d) - 1);
+  }
+  return true;
+}
+
 bool in_place_kernel_ok(const Tensor& self, const Tensor* other = nullptr) {
-  if (!self.defined() || !is_floating_point(self.dtype())) return false;
+  if (!self.defined() || !is_floating_point(self.dtype()) || !non_overlapping(self)) return false;
   if (!other) return true;
-  if (!other->defined() || result_type(self, *other) != self.dtype() || !broadcasts_to(other->sizes(), self.sizes()))
+  // A bool operand keeps the general path, whose op raises for sub (PyTorch's rule) under its own name.
+  if (!other->defined() || other->dtype() == kBool || result_type(self, *other) != self.dtype() ||
+      !broadcasts_to(other->sizes(), self.sizes()))
     return false;
   if (other->impl()->storage() != self.impl()->storage()) return true;
   return other->storage_offset() == self.storage_offset() && other->sizes() == self.sizes() &&
          other->strides() == self.strides();
 }
 bool in_place_kernel_ok(const Tensor& self, const Scalar& other) {
-  return self.defined() && is_floating_point(self.dtype()) && result_type(self, other) == self.dtype();
+  return self.defined() && is_floating_point(self.dtype()) && non_overlapping(self) && !other.is_bool() &&
+         result_type(self, other) == self.dtype();
 }
 
 // Runs `kernel` (an out= call writing self, which bumps self's version) and records `record_as` on

@@ -357,6 +357,8 @@ TEST(Binary, ThresholdBackward) {
   EXPECT_EQ(ts::threshold_backward(ts::ones({3}), nan_self, 0).tolist<double>(), (std::vector<double>{1, 0, 1}));
   ts::Tensor ig = ts::tensor(std::vector<int64_t>{1, 2, 3}, {3}), is = ts::tensor(std::vector<int64_t>{-1, 0, 1}, {3});
   EXPECT_EQ(ts::threshold_backward(ig, is, 0).tolist<int64_t>(), (std::vector<int64_t>{0, 0, 3}));
+  ts::Tensor i8 = ts::ones({3}, ts::kInt8);
+  EXPECT_THROW(ts::threshold_backward(i8, i8, 300), ts::ValueError);  // would wrap to 44
   ts::Tensor bools = ts::ones({3}, ts::kBool);
   EXPECT_THROW(ts::threshold_backward(bools, bools, 0), ts::DTypeError);
   EXPECT_THROW(ts::threshold_backward(ts::ones({3}), ts::ones({4}), 0), ts::ShapeError);
@@ -387,6 +389,17 @@ TEST(Binary, InPlaceKernelsMatchOutOfPlace) {
   EXPECT_TRUE(ts::equal(h, (base.to(ts::kFloat16).to(ts::kFloat32) * 3.0).to(ts::kFloat16)));
   ts::Tensor e = ts::zeros({1, 6}).expand({4, 6});
   EXPECT_THROW(e.relu_(), ts::ValueError);  // writing into an expanded tensor
+  // A self whose elements share addresses (sliding windows) keeps the general path: each element is
+  // computed from the old values and written once, [1, 1, 1, 1] here.
+  ts::Tensor w = ts::zeros({4});
+  w.as_strided({3, 2}, {1, 1}).add_(1.0);
+  EXPECT_EQ(w.tolist<double>(), (std::vector<double>{1, 1, 1, 1}));
+  // Subtracting a bool raises as the out-of-place op does (PyTorch's rule); adding one is allowed.
+  ts::Tensor f = ts::ones({3});
+  EXPECT_THROW(f.sub_(ts::Scalar(true)), ts::DTypeError);
+  EXPECT_THROW(f.sub_(ts::ones({3}, ts::kBool)), ts::DTypeError);
+  f.add_(ts::Scalar(true));
+  EXPECT_EQ(f.tolist<double>(), (std::vector<double>{2, 2, 2}));
 }
 
 TEST(Binary, ScalarOperandsAndOperators) {

@@ -779,7 +779,11 @@ void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
 // (62 and 83 registers), the 16-bit types at K = 1 (85; at K = 2 they would spill 100 bytes). So
 // 16-bit rows take up to 512 threads at K = 1 where they took 256 at K = 2: the occupancy of the
 // one-row kernel at K = 2 (111 registers, 2 blocks of 256 threads per SM), with the next row's loads
-// in flight. TESSERA_NORM_BWD_PREFETCH=0 turns it off (to measure both in one build).
+// in flight. Each kernel's arithmetic and summation order are those of the one-row kernel at the same
+// launch shape, but 16-bit rows of 257-512 slots now launch 512 threads at K = 1 where they launched
+// 256 at K = 2: the row reductions combine in another order and there are other partial rows for
+// dweight / dbias, so results differ from before in the last bits (deterministic still).
+// TESSERA_NORM_BWD_PREFETCH=0 turns it off (to measure both in one build).
 bool bwd_prefetch_enabled() {
   static const bool enabled = [] {
     const char* e = std::getenv("TESSERA_NORM_BWD_PREFETCH");
