@@ -205,7 +205,7 @@ def compare(ts_losses, pt_losses):
     return max(rel), a, b
 
 
-def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=None, fp32=False):
+def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=None, fp32=False, tessera_args=()):
     """Runs both sides; returns a dict: max_rel_diff, meets, the raw and smoothed curves, settings."""
     out_dir = out_dir or tempfile.mkdtemp(prefix="gpt2_parity_")
     cmd = [os.path.join(build, "bench", "bench_models"), "--loss-curve", str(steps), "--out-dir", out_dir,
@@ -214,6 +214,7 @@ def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=
         cmd += ["--text", text]
     if fp32:
         cmd += ["--fp32"]
+    cmd += list(tessera_args)
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     with open(os.path.join(out_dir, "tessera_losses.json")) as f:
         ts_losses = json.load(f)["losses"]
@@ -234,8 +235,10 @@ def main():
     ap.add_argument("--fp32", action="store_true", help="float32 on both sides instead of bf16 autocast")
     ap.add_argument("--out-dir", default=None, help="where the two sides exchange weights and batches")
     ap.add_argument("--json-out", default=None, help="also write the result (curves included) as JSON here")
+    ap.add_argument("--tessera-arg", action="append", default=[],
+                    help="an extra bench_models argument, as --tessera-arg=--no-flash or --tessera-arg=--gpt-logits (repeatable)")
     a = ap.parse_args()
-    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32)
+    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32, a.tessera_arg)
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(r, f)

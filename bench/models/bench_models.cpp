@@ -25,9 +25,12 @@
 // trains N steps (bf16 autocast unless --fp32, AdamW betas (0.9, 0.95) eps 1e-8 weight decay 0.1,
 // clip 1.0, linear warm-up then cosine to lr / 10) and writes DIR/meta.json (the settings) and
 // DIR/tessera_losses.json (the loss of each step). --cpu runs it on the CPU (a smoke test).
+// --no-flash (cuda::enable_flash_sdp(false): attention through the composite) and --gpt-logits (the loss
+// through the full logits and cross_entropy instead of linear_cross_entropy) swap a fused GPU path for
+// its composite, in the loss curve as in the benchmarks, to tell which path a difference comes from.
 //
 // usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits] [--profile]
-//                     [--resnet-batch 256] [--cudnn-benchmark]
+//                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -405,7 +408,7 @@ int run_loss_curve() {
     ts::Tensor loss;
     {
       ts::amp::autocast guard(gpu, ts::kBFloat16, !g_args.fp32);
-      loss = model.loss(x, y);
+      loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y);
     }
     loss.backward();
     ts::nn::utils::clip_grad_norm_(params, clip);
@@ -452,6 +455,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--no-flash") ts::cuda::enable_flash_sdp(false);
     else if (a == "--profile") g_args.profile = true;
     else if (a == "--cudnn-benchmark") g_args.cudnn_benchmark = true;
     else if (a == "--cpu") g_args.cpu = true;

@@ -180,6 +180,11 @@ bool cudnn_allow_tf32();
 // of each shape (that call synchronizes and needs extra workspace) and keeps the fastest.
 void set_cudnn_benchmark(bool benchmark);
 bool cudnn_benchmark();
+// Whether nn::functional::scaled_dot_product_attention may take the fused flash attention kernels
+// (PyTorch: torch.backends.cuda.enable_flash_sdp, default true). Off, it runs the composite math path
+// (matmul, softmax, matmul), which keeps the (L, S) scores in memory: for comparing the two.
+void enable_flash_sdp(bool enabled);
+bool flash_sdp_enabled();
 
 // ---- build information ---------------------------------------------------------------------------
 struct BuildInfo {

@@ -10,12 +10,13 @@
 // scaled_dot_product_attention takes the fused flash attention op (ops/attention_ops.h: no (L, S)
 // matrix in memory) on the GPU when it applies: float16 / bfloat16 query, key and value of one
 // shape family (3-D or 4-D, no broadcasting), head dim 64 or 128, last dim contiguous, no mask, no
-// dropout, compute capability 8.0+. Everything else runs the composite below (on the CPU too: the
+// dropout, compute capability 8.0+, and cuda::flash_sdp_enabled(). Everything else runs the composite below (on the CPU too: the
 // CPU flash kernel is the reference of the GPU kernels, not a fast path).
 #include <cmath>
 
 #include "ops/attention_ops.h"
 #include "ops/autocast_hook.h"
+#include "tessera/cuda.h"
 #include "tessera/functions.h"
 #include "tessera/nn/attention.h"
 #include "tessera/nn/functional.h"
@@ -49,8 +50,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
            "be set when is_causal=True");
   const int64_t l = q.size(-2), s = k.size(-2);
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
-  if (q.is_cuda() && !has_mask && dropout_p == 0 && (q.dim() == 3 || q.dim() == 4) && k.dim() == q.dim() &&
-      v.dim() == q.dim() && q.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1) {
+  if (q.is_cuda() && cuda::flash_sdp_enabled() && !has_mask && dropout_p == 0 && (q.dim() == 3 || q.dim() == 4) &&
+      k.dim() == q.dim() && v.dim() == q.dim() && q.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1) {
     const bool lift = q.dim() == 3;  // (H, L, D) -> (1, H, L, D)
     const Tensor q4 = lift ? q.unsqueeze(0) : q, k4 = lift ? k.unsqueeze(0) : k, v4 = lift ? v.unsqueeze(0) : v;
     if (flash_attention_supported(q4, k4, v4)) {

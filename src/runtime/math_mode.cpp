@@ -1,6 +1,7 @@
 // Process-wide math switches (tessera/cuda.h): TF32 for float32 matmuls (off by default, as PyTorch's
 // torch.backends.cuda.matmul.allow_tf32) and for cuDNN convolutions (on by default), and cuDNN's
-// benchmark mode (off by default, as torch.backends.cudnn.benchmark). Kept in runtime,
+// benchmark mode (off by default, as torch.backends.cudnn.benchmark), and whether attention may take
+// the flash kernels (on by default, as torch.backends.cuda.enable_flash_sdp). Kept in runtime,
 // without CUDA, so that a build without the CUDA backend still answers them.
 #include <atomic>
 
@@ -11,6 +12,7 @@ namespace {
 std::atomic<bool> g_matmul_tf32{false};
 std::atomic<bool> g_cudnn_tf32{true};
 std::atomic<bool> g_cudnn_benchmark{false};
+std::atomic<bool> g_flash_sdp{true};
 }  // namespace
 
 void set_allow_tf32(bool matmul) { g_matmul_tf32.store(matmul, std::memory_order_relaxed); }
@@ -19,5 +21,7 @@ void set_cudnn_allow_tf32(bool conv) { g_cudnn_tf32.store(conv, std::memory_orde
 bool cudnn_allow_tf32() { return g_cudnn_tf32.load(std::memory_order_relaxed); }
 void set_cudnn_benchmark(bool benchmark) { g_cudnn_benchmark.store(benchmark, std::memory_order_relaxed); }
 bool cudnn_benchmark() { return g_cudnn_benchmark.load(std::memory_order_relaxed); }
+void enable_flash_sdp(bool enabled) { g_flash_sdp.store(enabled, std::memory_order_relaxed); }
+bool flash_sdp_enabled() { return g_flash_sdp.load(std::memory_order_relaxed); }
 
 }  // namespace tessera::cuda

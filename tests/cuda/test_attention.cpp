@@ -13,6 +13,7 @@
 
 #include "common/test_util.h"
 #include "ops/attention_ops.h"
+#include "tessera/cuda.h"
 #include "tessera/nn/functional.h"
 
 namespace ts = tessera;
@@ -200,6 +201,22 @@ TEST(CudaAttention, OtherCasesUseTheComposite) {
   EXPECT_EQ(out3.sizes(), ts::Shape({2, 9, 64}));
   EXPECT_TRUE(all_close(out3.cpu(), std::get<0>(ts::flash_attention_forward(q, k, k, false, 0.125)).squeeze(0).cpu(),
                         {0, 0}));
+}
+
+// cuda::enable_flash_sdp(false) sends the flash-eligible case through the composite (PyTorch's
+// torch.backends.cuda.enable_flash_sdp): the same values within the 16-bit tolerance, another node.
+TEST(CudaAttention, FlashCanBeTurnedOff) {
+  TS_REQUIRE_GPU();
+  ASSERT_TRUE(ts::cuda::flash_sdp_enabled());
+  const ts::Tensor q = input(2, 3, 40, 64, ts::kBFloat16, 27).requires_grad_();
+  const ts::Tensor k = input(2, 3, 40, 64, ts::kBFloat16, 28), v = input(2, 3, 40, 64, ts::kBFloat16, 29);
+  const ts::Tensor flash = ts::nn::functional::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true);
+  ts::cuda::enable_flash_sdp(false);
+  const ts::Tensor math = ts::nn::functional::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true);
+  ts::cuda::enable_flash_sdp(true);
+  ASSERT_TRUE(flash.grad_fn() && math.grad_fn());
+  EXPECT_NE(flash.grad_fn()->name(), math.grad_fn()->name());
+  EXPECT_TRUE(near(math, f64(flash), 2e-2, 2e-2));
 }
 
 TEST(CudaAttention, DeviceErrors) {
