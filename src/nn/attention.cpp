@@ -10,8 +10,9 @@
 // scaled_dot_product_attention takes the fused flash attention op (ops/attention_ops.h: no (L, S)
 // matrix in memory) on the GPU when it applies: float16 / bfloat16 query, key and value of one
 // shape family (3-D or 4-D, no broadcasting), head dim 64 or 128, last dim contiguous, no mask, no
-// dropout, compute capability 8.0+, and cuda::flash_sdp_enabled(). Everything else runs the composite below (on the CPU too: the
-// CPU flash kernel is the reference of the GPU kernels, not a fast path).
+// dropout, compute capability 8.0+, and cuda::flash_sdp_enabled(). Everything else runs the
+// composite below (on the CPU too: the CPU flash kernel is the reference of the GPU kernels, not a
+// fast path).
 #include <cmath>
 
 #include "ops/attention_ops.h"

@@ -241,15 +241,13 @@ Tensor pow(const Scalar& base, const Tensor& exponent) {
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
   const char* op = "threshold_backward";
   const DType d = result_type(grad_output, self);
-  if (is_integral(d, false)) {  // the kernels convert the threshold to d: refuse what would wrap
-    const double lo = d == kUInt8 ? 0.0 : d == kInt8 ? -128.0 : d == kInt32 ? -2147483648.0 : -9223372036854775808.0;
-    const double hi = d == kUInt8 ? 255.0 : d == kInt8 ? 127.0 : d == kInt32 ? 2147483647.0 : 9223372036854775807.0;
-    const double t = threshold.to_double();
-    TS_CHECK(t >= lo && t <= hi, ValueError, op, ": value cannot be converted to type ", dtype_name(d),
-             " without overflow: ", threshold);
-  }
   BinaryParams p;
   p.threshold = threshold.to_double();
+  if (is_integral(d, false)) {  // the kernels convert the threshold to d: refuse what would wrap
+    const auto [lo, hi] = exact_int_range(d);
+    TS_CHECK(p.threshold >= static_cast<double>(lo) && p.threshold <= static_cast<double>(hi), ValueError, op,
+             ": value cannot be converted to type ", dtype_name(d), " without overflow: ", threshold);
+  }
   Tensor out = bin(op, BinaryOp::ThresholdBackward, grad_output, self, p);
   if (should_record({&grad_output, &self})) record_op(op, {grad_output, self}, {out}, OpAttrs{.scalars = {threshold}});
   return out;

@@ -1,6 +1,7 @@
 #include "ops/op_utils.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "ops/copy_kernel.h"
@@ -52,6 +53,22 @@ void check_writable(const char* op, const Tensor& out) {
 }
 
 Scalar scalar_from_tensor(const Tensor& t) { return t.item(); }
+
+std::pair<int64_t, int64_t> exact_int_range(DType t) {
+  switch (t) {
+    case DType::Bool: return {0, 1};
+    case DType::UInt8: return {0, 255};
+    case DType::Int8: return {-128, 127};
+    case DType::Int32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::Int64: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case DType::Float16: return {-(int64_t{1} << 11), int64_t{1} << 11};
+    case DType::BFloat16: return {-(int64_t{1} << 8), int64_t{1} << 8};
+    case DType::Float32: return {-(int64_t{1} << 24), int64_t{1} << 24};
+    case DType::Float64: return {-(int64_t{1} << 53), int64_t{1} << 53};
+  }
+  return {0, 0};
+}
+
 
 bool suggests_channels_last(const Tensor& t) {
   return t.defined() && t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast);

@@ -2,6 +2,7 @@
 #pragma once
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
@@ -23,6 +24,9 @@ void write_out(Tensor& out, const Tensor& result);
 // into expanded (stride-0) tensors. Mirrors PyTorch's assert_no_internal_overlap.
 void check_writable(const char* op, const Tensor& out);
 Scalar scalar_from_tensor(const Tensor& t);  // item() without the op name
+// The integers every value of [lo, hi] of which a dtype holds exactly: an integer dtype's whole
+// range, a floating dtype's run of consecutive integers (random_'s bounds, integer thresholds).
+std::pair<int64_t, int64_t> exact_int_range(DType t);
 
 // Note [Channels-last outputs]: as PyTorch, convolution and pooling ops return channels-last results
 // when an input is channels-last, on every device, so that an NHWC network stays NHWC without copies.

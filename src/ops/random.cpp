@@ -56,22 +56,6 @@ double dtype_max(DType t) {
   }
 }
 
-// The integers every value of [lo, hi] of which a dtype holds exactly (random_'s bounds).
-std::pair<int64_t, int64_t> exact_int_range(DType t) {
-  switch (t) {
-    case DType::Bool: return {0, 1};
-    case DType::UInt8: return {0, 255};
-    case DType::Int8: return {-128, 127};
-    case DType::Int32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-    case DType::Int64: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-    case DType::Float16: return {-(int64_t{1} << 11), int64_t{1} << 11};
-    case DType::BFloat16: return {-(int64_t{1} << 8), int64_t{1} << 8};
-    case DType::Float32: return {-(int64_t{1} << 24), int64_t{1} << 24};
-    case DType::Float64: return {-(int64_t{1} << 53), int64_t{1} << 53};
-  }
-  return {0, 0};
-}
-
 void bump(const Tensor& t) { t.impl()->bump_version(); }
 
 }  // namespace
