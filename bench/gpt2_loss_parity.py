@@ -205,9 +205,26 @@ def compare(ts_losses, pt_losses):
     return max(rel), a, b
 
 
+def python_sources_text(path, size=8 << 20):
+    """Real text that every machine with Python has: the standard library's top-level .py files, in name
+    order, concatenated up to `size` bytes and written to `path`. Byte-level GPT-2 learns it gradually,
+    without the plateau and the loss spike where the Markov text's order-2 structure is found."""
+    lib = os.path.dirname(os.__file__)
+    out = bytearray()
+    for name in sorted(os.listdir(lib)):
+        if name.endswith(".py") and len(out) < size:
+            with open(os.path.join(lib, name), "rb") as f:
+                out += f.read()
+    with open(path, "wb") as f:
+        f.write(bytes(out[:size]))
+    return path
+
+
 def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=None, fp32=False, tessera_args=()):
     """Runs both sides; returns a dict: max_rel_diff, meets, the raw and smoothed curves, settings."""
     out_dir = out_dir or tempfile.mkdtemp(prefix="gpt2_parity_")
+    if text == "python":
+        text = python_sources_text(os.path.join(out_dir, "text.txt"))
     cmd = [os.path.join(build, "bench", "bench_models"), "--loss-curve", str(steps), "--out-dir", out_dir,
            "--config", config, "--batch", str(batch), "--seq", str(seq)]
     if text:
@@ -231,14 +248,22 @@ def main():
     ap.add_argument("--config", default="small", choices=["small", "124m"])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--text", default=None, help="train on this file's bytes (default: a seeded Markov text)")
+    ap.add_argument("--text", default=None, help="train on this file's bytes; 'python': the Python standard library's sources "
+                    "(default: a seeded order-2 Markov text)")
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (bench_models' default: 1e-3 small, 6e-4 124m)")
+    ap.add_argument("--lr-warmup", type=int, default=None, help="warm-up steps (default: a tenth of the steps)")
     ap.add_argument("--fp32", action="store_true", help="float32 on both sides instead of bf16 autocast")
     ap.add_argument("--out-dir", default=None, help="where the two sides exchange weights and batches")
     ap.add_argument("--json-out", default=None, help="also write the result (curves included) as JSON here")
     ap.add_argument("--tessera-arg", action="append", default=[],
                     help="an extra bench_models argument, as --tessera-arg=--no-flash or --tessera-arg=--gpt-logits (repeatable)")
     a = ap.parse_args()
-    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32, a.tessera_arg)
+    extra = list(a.tessera_arg)
+    if a.lr is not None:
+        extra += ["--lr", repr(a.lr)]
+    if a.lr_warmup is not None:
+        extra += ["--lr-warmup", str(a.lr_warmup)]
+    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32, extra)
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(r, f)

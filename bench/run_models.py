@@ -11,7 +11,8 @@ Rows (ratio oriented so that higher is better for tessera; figures: median over 
   MLP 784-512-512-10 step steps/s     tessera / PyTorch eager, no target here (the amp-graphs suite has it);
   causal attention fwd+bwd ms         PyTorch eager ms / tessera ms, target 1.0 (F.scaled_dot_product_attention);
   GPT-2 loss-curve parity             2% / (max relative difference of the 10-step mean losses), target 1.0;
-                                      the row carries both curves.
+                                      one row per config (small, 124m), on Python's sources; each carries
+                                      both curves.
 The CUDA micro-benchmarks are bench/run_cuda_micro.py's (./run bench runs both).
 Exit status: 0 when every row with a target meets it, 1 otherwise, 2 when tessera's side did not run.
 """
@@ -106,14 +107,21 @@ def build_rows(a, ts_runs, eager_runs, compile_runs):
     return rows
 
 
-def parity_row(a):
+PARITY_SHAPES = {"small": (16, 256), "124m": (8, 512)}  # batch, sequence of each loss-curve run
+
+
+def parity_row(a, config):
     out = tempfile.mktemp(suffix=".json", prefix="gpt2_parity_")
+    batch, seq = PARITY_SHAPES[config]
     cmd = [a.python, os.path.join(ROOT, "bench", "gpt2_loss_parity.py"), "--build", a.build, "--steps",
-           str(a.parity_steps), "--config", a.parity_config, "--json-out", out]
+           str(a.parity_steps), "--config", config, "--batch", str(batch), "--seq", str(seq), "--json-out", out]
+    cmd += [] if a.parity_text == "markov" else ["--text", a.parity_text]
     print(f"==> loss-curve parity: {' '.join(cmd)}", file=sys.stderr, flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
     print(p.stdout, file=sys.stderr)
-    work = f"GPT-2 loss-curve parity ({a.parity_config} config, {a.parity_steps} steps, same weights and batches)"
+    text = {"python": "Python's sources", "markov": "Markov text"}.get(a.parity_text, os.path.basename(a.parity_text))
+    work = (f"GPT-2 loss-curve parity ({config} config, b{batch}x{seq}, {text}, {a.parity_steps} steps, "
+            "same weights and batches)")
     if not os.path.exists(out):
         print(f"loss-curve parity: exit status {p.returncode}\n{p.stderr[-3000:]}", file=sys.stderr)
         return row(work, "max rel diff", None, "2% of PyTorch's 10-step mean loss", 0.02, None, 1.0, None, None,
@@ -167,10 +175,18 @@ def main():
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="skip torch.compile")
     ap.add_argument("--no-parity", dest="parity", action="store_false", help="skip the loss-curve parity run")
     ap.add_argument("--parity-steps", type=int, default=200)
-    ap.add_argument("--parity-config", default="small", choices=["small", "124m"])
+    ap.add_argument("--parity-configs", default="small,124m",
+                    help="the loss-curve runs: comma-separated configs of bench_models (small, 124m)")
+    ap.add_argument("--parity-text", default="python",
+                    help="their text: 'python' (the Python standard library's sources), 'markov' (bench_models' "
+                    "seeded order-2 Markov text, whose plateau ends in a loss spike that small rounding differences "
+                    "move), or a file")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per program run")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench/results/models.json"))
     a = ap.parse_args()
+    bad = [c for c in a.parity_configs.split(",") if c not in PARITY_SHAPES]
+    if bad:
+        ap.error(f"--parity-configs: unknown {', '.join(bad)} (expected {', '.join(PARITY_SHAPES)})")
 
     binary = os.path.join(a.build, "bench", "bench_models")
     if not os.path.exists(binary):
@@ -196,7 +212,8 @@ def main():
         return 2
     rows = build_rows(a, ts_runs, eager_runs, compile_runs)
     if a.parity and (not a.only or "parity" in a.only):  # --only parity: the loss curves alone
-        rows.append(parity_row(a))
+        for config in a.parity_configs.split(","):
+            rows.append(parity_row(a, config))
 
     name, driver = gpu_info()
     commit = commit_id(ROOT)

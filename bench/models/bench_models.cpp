@@ -27,7 +27,10 @@
 // DIR/tessera_losses.json (the loss of each step). --cpu runs it on the CPU (a smoke test).
 // --no-flash (cuda::enable_flash_sdp(false): attention through the composite) and --gpt-logits (the loss
 // through the full logits and cross_entropy instead of linear_cross_entropy) swap a fused GPU path for
-// its composite, in the loss curve as in the benchmarks, to tell which path a difference comes from.
+// its composite, in the loss curve as in the benchmarks, to tell which path a difference comes from;
+// so do --unfused (GPT2Config::fused = false: separate residual add and layer norm, GELU as its own op)
+// and --unfused-adamw (AdamW's per-parameter steps), in the loss curve only. --lr X and --lr-warmup N
+// set the peak learning rate and the warm-up steps (defaults: 1e-3 small, 6e-4 124m; a tenth of N).
 //
 // usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits] [--profile]
 //                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
@@ -64,8 +67,12 @@ struct Args {
   int64_t batch = 16, seq = 256;
   uint64_t seed = 1337;
   bool fp32 = false;
-  bool gpt_logits = false;
-  bool profile = false;  // print the op table of two profiled steps of each model (stderr)  // GPT-2's loss through the full logits instead of GPT2::loss
+  bool gpt_logits = false;     // GPT-2's loss through the full logits instead of GPT2::loss
+  double lr = 0;               // the loss curve's peak learning rate; 0: 1e-3 (small), 6e-4 (124m)
+  int64_t lr_warmup = 0;       // its warm-up steps; 0: a tenth of the steps
+  bool unfused = false;        // GPT2Config::fused = false in the loss curve
+  bool unfused_adamw = false;  // AdamW without fused = true in the loss curve
+  bool profile = false;  // print the op table of two profiled steps of each model (stderr)
   bool cudnn_benchmark = false;
   bool cpu = false;  // loss-curve mode on the CPU (a smoke test of the files without a GPU)
 };
@@ -346,13 +353,14 @@ int run_loss_curve() {
     return 2;
   }
   cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
+  cfg.fused = !g_args.unfused;
   if (T > cfg.n_positions) {
     std::fprintf(stderr, "bench_models: --seq %lld exceeds the context %lld\n", static_cast<long long>(T),
                  static_cast<long long>(cfg.n_positions));
     return 2;
   }
-  const double lr = g_args.config == "small" ? 1e-3 : 6e-4, min_lr = lr / 10;
-  const int64_t warmup = std::max<int64_t>(1, N / 10);
+  const double lr = g_args.lr > 0 ? g_args.lr : g_args.config == "small" ? 1e-3 : 6e-4, min_lr = lr / 10;
+  const int64_t warmup = g_args.lr_warmup > 0 ? g_args.lr_warmup : std::max<int64_t>(1, N / 10);
   const double wd = 0.1, clip = 1.0, eps = 1e-8, beta1 = 0.9, beta2 = 0.95;
 
   ts::manual_seed(g_args.seed);
@@ -398,7 +406,8 @@ int run_loss_curve() {
   model.to(gpu);
   model.train();
   const std::vector<ts::Tensor> params = model.parameters();
-  ts::optim::AdamW opt(params, {.lr = lr, .betas = {beta1, beta2}, .eps = eps, .weight_decay = wd, .fused = true});
+  ts::optim::AdamW opt(params, {.lr = lr, .betas = {beta1, beta2}, .eps = eps, .weight_decay = wd,
+                                .fused = !g_args.unfused_adamw});
   ts::Tensor all = ts::tensor(tokens, {N, B, T + 1}).to(gpu);
   std::vector<double> losses;
   for (int64_t s = 0; s < N; ++s) {
@@ -455,6 +464,10 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--lr") g_args.lr = std::atof(value().c_str());
+    else if (a == "--lr-warmup") g_args.lr_warmup = std::max(0LL, std::atoll(value().c_str()));
+    else if (a == "--unfused") g_args.unfused = true;
+    else if (a == "--unfused-adamw") g_args.unfused_adamw = true;
     else if (a == "--no-flash") ts::cuda::enable_flash_sdp(false);
     else if (a == "--profile") g_args.profile = true;
     else if (a == "--cudnn-benchmark") g_args.cudnn_benchmark = true;

@@ -146,7 +146,8 @@ Tensor GPT2Attention::forward(const Tensor& x, GPT2LayerCache* cache) {
 }
 
 GPT2MLP::GPT2MLP(const GPT2Config& cfg)
-    : c_fc(cfg.n_embd, cfg.inner(), cfg.bias), c_proj(cfg.inner(), cfg.n_embd, cfg.bias), dropout(cfg.resid_pdrop) {
+    : c_fc(cfg.n_embd, cfg.inner(), cfg.bias), c_proj(cfg.inner(), cfg.n_embd, cfg.bias), dropout(cfg.resid_pdrop),
+      fused(cfg.fused) {
   register_modules({{"c_fc", c_fc}, {"c_proj", c_proj}, {"dropout", dropout}});
   init_linear(c_fc, cfg.initializer_range);
   init_linear(c_proj, cfg.initializer_range / std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(cfg.n_layer, 1))));
@@ -164,6 +165,7 @@ std::tuple<Tensor, Tensor> add_ln(const Tensor& a, const Tensor& residual, nn::L
 // c_fc, GELU and c_proj in one op: on CUDA the GELU runs in c_fc's GEMM epilogue (linear_gelu) and its
 // derivative in the epilogue of c_proj's input-gradient GEMM.
 Tensor GPT2MLP::forward(Tensor x) {
+  if (!fused) return dropout(c_proj(nn::functional::gelu(c_fc(x), "tanh")));
   return dropout(nn::functional::mlp_gelu(x, c_fc.weight, opt(c_fc.bias), c_proj.weight, opt(c_proj.bias)));
 }
 
@@ -174,6 +176,10 @@ GPT2Block::GPT2Block(const GPT2Config& cfg)
 }
 
 Tensor GPT2Block::forward(const Tensor& x, GPT2LayerCache* cache) {
+  if (!mlp.fused) {
+    Tensor y = x + attn.forward(ln_1(x), cache);
+    return y + mlp(ln_2(y));
+  }
   auto [y, y_ln] = add_ln(x, attn.forward(ln_1(x), cache), ln_2);  // y = x + attn(ln_1(x)), ln_2(y)
   return y + mlp(y_ln);
 }
@@ -214,6 +220,11 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   Tensor pos = arange(past, past + t, 1, TensorOptions(kInt64, idx.device()));  // (T)
   Tensor x = drop(wte(idx) + wpe(pos));                                         // (B, T, C)
   if (h.size() == 0) return ln_f(x);
+  if (!config.fused) {
+    for (size_t i = 0; i < h.size(); ++i)
+      x = h.at<GPT2Block>(static_cast<int64_t>(i)).forward(x, cache ? &cache->layers[i] : nullptr);
+    return ln_f(x);
+  }
   // Each residual add runs fused with the layer norm after it: ln_2 inside a block, then the next
   // block's ln_1 (ln_f after the last block). The sums are HF's: x + attn, then + mlp.
   Tensor x_ln = h.at<GPT2Block>(0).ln_1(x);

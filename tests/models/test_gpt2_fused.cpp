@@ -57,6 +57,33 @@ TEST(GPT2Fused, TrunkMatchesUnfusedBlocks) {
   }
 }
 
+// GPT2Config::fused = false runs the composite ops; same weights, same values and gradients.
+TEST(GPT2Fused, UnfusedConfigMatchesFused) {
+  ts::manual_seed(5);
+  ts::models::GPT2 fused(tiny(2));
+  ts::models::GPT2Config cfg = tiny(2);
+  cfg.fused = false;
+  ts::models::GPT2 plain(cfg);
+  fused.to(ts::kFloat64);
+  plain.to(ts::kFloat64);
+  plain.load_state_dict(fused.state_dict());
+  ts::Tensor idx = test_data({2, 8}, ts::kInt64, 11, 0, 37).reshape({2, 8});
+  ts::Tensor tgt = test_data({2, 8}, ts::kInt64, 12, 0, 37).reshape({2, 8});
+  ts::Tensor a = fused.loss(idx, tgt), b = plain.loss(idx, tgt);
+  EXPECT_TRUE(all_close(a, b, {1e-12, 1e-12}));
+  a.backward();
+  b.backward();
+  auto pa = fused.named_parameters(), pb = plain.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(all_close(pa[i].second.grad(), pb[i].second.grad(), {1e-10, 1e-12})) << pa[i].first;
+  // The single block's forward takes the composite path too.
+  auto& blk = plain.transformer.h.at<ts::models::GPT2Block>(0);
+  ts::Tensor x = test_data({2, 5, 16}, ts::kFloat64, 13).reshape({2, 5, 16});
+  EXPECT_TRUE(all_close(blk.forward(x, nullptr), fused.transformer.h.at<ts::models::GPT2Block>(0).forward(x, nullptr),
+                        {1e-12, 1e-12}));
+}
+
 TEST(GPT2Fused, ChunkedLossMatchesLogitsLoss) {
   ts::manual_seed(4);
   ts::models::GPT2 model(tiny(2));

@@ -32,6 +32,10 @@ struct GPT2Config {
   bool bias = true;          // biases of the Linear layers and LayerNorms
   int64_t n_inner = 0;       // the MLP's hidden width; 0: 4 * n_embd
   double initializer_range = 0.02;
+  // The fused kernels: each residual add with the layer norm after it (add_layer_norm) and the MLP as
+  // mlp_gelu (GELU in the GEMM epilogues on CUDA). false: the composite ops as Hugging Face writes them
+  // (x + attn, ln_2, c_fc, gelu, c_proj), for comparing the two paths. Not part of a checkpoint.
+  bool fused = true;
 
   // Reads a Hugging Face config.json of model_type "gpt2" (GPT2Config's field names). ValueError for
   // a setting this model does not implement (another activation, scale_attn_by_inverse_layer_idx).
@@ -82,6 +86,7 @@ class GPT2MLP : public nn::Module {
 
   nn::Linear c_fc, c_proj;
   nn::Dropout dropout;
+  bool fused = true;  // GPT2Config::fused
 };
 
 // x + attn(ln_1(x)), then x + mlp(ln_2(x)).
