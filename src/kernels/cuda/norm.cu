@@ -96,6 +96,8 @@ struct BwdParams {
 };
 
 constexpr int kMaxRowThreads = 512;
+// Values of row_allreduce's scratch: 32 warps (a block of at most 1024 threads) x 2 sums.
+constexpr int kRowScratch = 64;
 
 __device__ __forceinline__ int64_t ceil_div_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -255,7 +257,7 @@ template <class T, int K, bool kResidual>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
-  __shared__ A smem[64];
+  __shared__ A smem[kRowScratch];
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
@@ -334,7 +336,13 @@ __device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
 // the output's bias-without-weight case included (which contracted differently while the sum's store
 // came after the next row's loads).
 // kSmemWB: weight and bias are staged in dynamic shared memory once per block (w if any, then b if
-// any, N each) and the output stage reads them there.
+// any, N each, after the reductions' scratch) and the output stage reads them there.
+// Note [Norm shared window]: with kSmemWB the kernel has no static shared memory; the reductions'
+// scratch (kRowScratch values of A) opens the dynamic window and w, b follow it. With a static
+// scratch beside the dynamic window, compute-sanitizer memcheck (CUDA 13, sm_90) reported the 16-byte
+// reads of thread x = 0 at the first byte of the window as out of bounds, though the window held them
+// and the other threads' reads of the next 16-byte slots, and all the staging stores, were not
+// reported; with one window there is nothing for the tool to misplace.
 // The bound for K <= 2 keeps 64 registers (4 blocks of 256 threads per SM, as the one-row kernel has);
 // without it ptxas takes 75 to 96 for the 16-bit residual instantiations, which with it spill 4 to 16
 // bytes.
@@ -342,7 +350,10 @@ template <class T, int K, bool kResidual, bool kSmemWB>
 static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fwd_pf_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
-  __shared__ A smem[64];
+  // One shared window (Note [Norm shared window]): the reductions' scratch, then (kSmemWB) w and b.
+  extern __shared__ __align__(16) unsigned char norm_wb_smem[];
+  __shared__ A static_scratch[kSmemWB ? 1 : kRowScratch];
+  A* const smem = kSmemWB ? reinterpret_cast<A*>(norm_wb_smem) : static_scratch;
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ r = static_cast<const T*>(p.r);
   const T* __restrict__ w = static_cast<const T*>(p.w);
@@ -362,8 +373,7 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
       if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, active);
     }
   }
-  extern __shared__ __align__(16) unsigned char norm_wb_smem[];  // kSmemWB: w (if any), then b (if any)
-  T* const sw = reinterpret_cast<T*>(norm_wb_smem);
+  T* const sw = reinterpret_cast<T*>(norm_wb_smem + kRowScratch * sizeof(A));  // kSmemWB: w (if any), then b
   T* const sb = sw + (w ? n : 0);
   if constexpr (kSmemWB) {  // behind the first row's loads; the loop's first reduction waits for it
     const int tid = threadIdx.y * TX + tx, threads = blockDim.y * TX;
@@ -417,7 +427,7 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
 template <class T>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(FwdParams p) {
   using A = dacc_t<T>;
-  __shared__ A smem[64];
+  __shared__ A smem[kRowScratch];
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
@@ -477,7 +487,7 @@ template <class T, int K, bool kPrefetch>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(BwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
-  __shared__ A smem[64];
+  __shared__ A smem[kRowScratch];
   const T* __restrict__ dy = static_cast<const T*>(p.dy);
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
@@ -576,7 +586,7 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
 template <class T>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_loop_kernel(BwdParams p) {
   using A = dacc_t<T>;
-  __shared__ A smem[64];
+  __shared__ A smem[kRowScratch];
   const T* __restrict__ dy = static_cast<const T*>(p.dy);
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
@@ -741,7 +751,9 @@ void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int device, cudaS
     kernel<<<grid_x(blocks), l.block, smem, stream>>>(p);
     check_launch(op, "norm_fwd_pf_kernel");
   };
-  if (smem_wb) return go(norm_fwd_pf_kernel<T, K, kResidual, true>, wb * static_cast<size_t>(p.cols) * sizeof(T));
+  if (smem_wb)
+    return go(norm_fwd_pf_kernel<T, K, kResidual, true>,
+              kRowScratch * sizeof(dacc_t<T>) + wb * static_cast<size_t>(p.cols) * sizeof(T));
   go(norm_fwd_pf_kernel<T, K, kResidual, false>, 0);
 }
 
