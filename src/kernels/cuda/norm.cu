@@ -337,12 +337,13 @@ __device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
 // came after the next row's loads).
 // kSmemWB: weight and bias are staged in dynamic shared memory once per block (w if any, then b if
 // any, N each, after the reductions' scratch) and the output stage reads them there.
-// Note [Norm shared window]: with kSmemWB the kernel has no static shared memory; the reductions'
-// scratch (kRowScratch values of A) opens the dynamic window and w, b follow it. With a static
-// scratch beside the dynamic window, compute-sanitizer memcheck (CUDA 13, sm_90) reported the 16-byte
-// reads of thread x = 0 at the first byte of the window as out of bounds, though the window held them
-// and the other threads' reads of the next 16-byte slots, and all the staging stores, were not
-// reported; with one window there is nothing for the tool to misplace.
+// Note [Norm shared window]: with kSmemWB the dynamic window holds the reductions' scratch
+// (kRowScratch values of A), then w and b, and 16 bytes of tail. The tail is needed: where the
+// window's w starts 16-byte aligned, the compiled output stage reads w's slots with 16-byte shared
+// loads even for rows whose length is not a multiple of V (no vector path), so the last slot of w can
+// read up to 16 bytes past it: past the window when there is no b (found by compute-sanitizer
+// memcheck: 1-column float rows, 4 bytes of w staged, 16 read). The lanes past the row are never
+// stored, so what they read does not matter, only that it lies inside the block's allocation.
 // The bound for K <= 2 keeps 64 registers (4 blocks of 256 threads per SM, as the one-row kernel has);
 // without it ptxas takes 75 to 96 for the 16-bit residual instantiations, which with it spill 4 to 16
 // bytes.
@@ -753,7 +754,7 @@ void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int device, cudaS
   };
   if (smem_wb)
     return go(norm_fwd_pf_kernel<T, K, kResidual, true>,
-              kRowScratch * sizeof(dacc_t<T>) + wb * static_cast<size_t>(p.cols) * sizeof(T));
+              kRowScratch * sizeof(dacc_t<T>) + wb * static_cast<size_t>(p.cols) * sizeof(T) + 16);
   go(norm_fwd_pf_kernel<T, K, kResidual, false>, 0);
 }
 
