@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/test_util.h"
@@ -281,6 +282,11 @@ TEST(CudaAllocator, TensorsComeFromTheCache) {
 TEST(CudaAllocator, RecordStreamDefersReuse) {
   TS_REQUIRE_GPU();
 #if defined(TESSERA_WITH_CUDA)
+  // Without the cache a free is a cudaFree, which waits for the whole device: here for the gate that
+  // this thread opens only later (a deadlock; compute-sanitizer runs use this backend).
+  if (const char* conf = std::getenv("TESSERA_CUDA_ALLOC_CONF");
+      conf && std::string_view(conf).find("backend:cudaMalloc") != std::string_view::npos)
+    GTEST_SKIP() << "the cache is bypassed (backend:cudaMalloc): nothing to defer";
   const cuda::Stream side = cuda::Stream::create();
   Gate gate;
   gate.close_on(side);  // work on `side` cannot finish until the gate opens
