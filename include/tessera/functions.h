@@ -137,6 +137,10 @@ Tensor std(const Tensor& x, std::optional<Dims> dims = std::nullopt, double corr
 std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims = std::nullopt, double correction = 1, bool keepdim = false);
 Tensor norm(const Tensor& x, double p = 2, std::optional<Dims> dims = std::nullopt, bool keepdim = false);
 Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims = std::nullopt, bool keepdim = false);  // "fro"
+// Per-tensor vector norms (all elements; ord 1, 2, inf fused, other ord >= 0 as norm()): 0-dim results of each tensor's dtype.
+std::vector<Tensor> _foreach_norm(const std::vector<Tensor>& tensors, double ord = 2);
+// tensors[i] *= scalar in place (scalar: one-element floating tensor on their device; read there, no host sync).
+void _foreach_mul_(const std::vector<Tensor>& tensors, const Tensor& scalar);
 Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim = false);
 Tensor any(const Tensor& x, Dims dims = std::vector<int64_t>{}, bool keepdim = false);
 Tensor all(const Tensor& x, Dims dims = std::vector<int64_t>{}, bool keepdim = false);

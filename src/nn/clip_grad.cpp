@@ -1,36 +1,60 @@
 // Gradient clipping. The total norm is the norm of the per-tensor norms, computed under no_grad and
 // in at least float32; the scale is applied to each gradient in place (no host synchronization
 // beyond the optional non-finite check).
+//
+// As PyTorch's foreach path: gradients are grouped by (device, accumulation dtype: float64 for float64
+// gradients, else float32); each group's norms come from one multi-tensor call (a few launches on
+// CUDA, not one per gradient) as one (n) tensor, the total is the norm of all of them, and each group
+// is scaled by one _foreach_mul_ with the coefficient in its accumulation dtype.
 #include <cmath>
+#include <limits>
 
+#include "ops/foreach_ops.h"
 #include "tessera/autograd.h"
 #include "tessera/functions.h"
 #include "tessera/nn/utils.h"
 
 namespace tessera::nn::utils {
 
+namespace {
+
+struct GradGroup {
+  Device device;
+  DType acc;
+  std::vector<Tensor> grads;
+};
+
+}  // namespace
+
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   TS_CHECK(norm_type > 0 || std::isinf(norm_type), ValueError, "clip_grad_norm_: norm_type must be positive or inf, got ",
            norm_type);
   NoGradGuard no_grad;
-  std::vector<Tensor> grads;
+  std::vector<GradGroup> groups;
+  DType total_acc = kFloat32;
   for (const Tensor& p : parameters) {
     TS_CHECK(p.defined(), ValueError, "clip_grad_norm_: got an undefined parameter");
     Tensor g = p.grad();
-    if (g.defined()) grads.push_back(g);
+    if (!g.defined()) continue;
+    const DType acc = g.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    if (acc == kFloat64) total_acc = kFloat64;
+    GradGroup* group = nullptr;
+    for (GradGroup& gr : groups)
+      if (gr.device == g.device() && gr.acc == acc) group = &gr;
+    if (!group) group = &groups.emplace_back(GradGroup{g.device(), acc, {}});
+    group->grads.push_back(g);
   }
-  if (grads.empty()) return scalar_tensor(0.0, kFloat32);
-  DType acc = kFloat32;
-  for (const Tensor& g : grads)
-    if (g.dtype() == kFloat64) acc = kFloat64;
-  std::vector<Tensor> norms;
-  for (const Tensor& g : grads) {
-    Tensor ga = g.to(acc);
-    norms.push_back(std::isinf(norm_type) ? ga.abs().amax() : norm(ga, norm_type));
-  }
-  Tensor all = stack(norms);
-  Tensor total = std::isinf(norm_type) ? all.amax() : norm(all, norm_type);
+  if (groups.empty()) return scalar_tensor(0.0, kFloat32);
+  // Both infinities take the max of |g|, as before.
+  const bool inf_norm = std::isinf(norm_type);
+  const double ord = inf_norm ? std::numeric_limits<double>::infinity() : norm_type;
+  const Device first = groups[0].device;
+  std::vector<Tensor> parts;  // per group: (n_group) norms, on the first device in total_acc
+  for (const GradGroup& gr : groups)
+    parts.push_back(foreach_norm_stacked(gr.grads, ord, gr.acc).to(first, total_acc));
+  Tensor all = parts.size() == 1 ? parts[0] : cat(parts);  // (number of gradients)
+  Tensor total = inf_norm ? all.amax() : norm(all, ord);
   if (error_if_nonfinite) {
     const double t = total.item<double>();
     TS_CHECK(std::isfinite(t), ValueError, "clip_grad_norm_: The total norm of order ", norm_type,
@@ -40,7 +64,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   // Always multiplying by the clamped coefficient (instead of branching on it) keeps the step free
   // of a host read of the norm, as PyTorch does.
   Tensor coef = clamp(max_norm / (total + 1e-6), std::nullopt, Scalar(1.0));
-  for (Tensor& g : grads) g.mul_(coef.to(g.dtype()));
+  for (const GradGroup& gr : groups) _foreach_mul_(gr.grads, coef.to(gr.device, gr.acc));
   return total;
 }
 

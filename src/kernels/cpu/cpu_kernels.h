@@ -40,6 +40,7 @@ void register_norm();
 void register_batch_norm();
 void register_attention();  // attention.cpp: flash attention (reference for the GPU kernels)
 void register_amp();  // amp.cpp: the gradient scaler's unscale and scale update
+void register_foreach();  // foreach.cpp: per-tensor norms of a list, in-place multiply of a list
 
 void register_cpu_kernels();  // all of the above; called once at library start-up
 

@@ -31,6 +31,7 @@ void register_cpu_kernels() {
   register_loss();
   register_attention();
   register_amp();
+  register_foreach();
 }
 
 }  // namespace tessera::cpu

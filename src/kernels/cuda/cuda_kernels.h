@@ -20,6 +20,7 @@ void register_loss();         // loss.cu (cross-entropy fused with log_softmax)
 void register_attention();    // attention_fwd.cu, attention_bwd.cu (flash attention)
 void register_fused();       // fused.cu (linear + GELU epilogue, GELU backward, weight + bias gradient)
 void register_amp();          // amp.cu (the gradient scaler's fused unscale and scale update)
+void register_foreach();      // foreach.cu (multi-tensor norms and in-place multiply: gradient clipping)
 
 void register_cuda_kernels();  // all of the above; called once at library start-up
 

@@ -20,6 +20,7 @@ void register_cuda_kernels() {
   register_attention();
   register_amp();
   register_fused();
+  register_foreach();
 }
 
 }  // namespace tessera::cuda
