@@ -220,12 +220,18 @@ def main():
     doc = {"suite": "models", "device": name, "driver": driver, "commit": commit,
            "date": datetime.date.today().isoformat(), "torch": torch_header.get("torch"), "rounds": a.rounds,
            "runs_per_round": a.runs, "iters_per_run": a.iters, "rows": rows}
+    for r in rows:  # each row says where it was measured: a partial run keeps older rows beside it
+        r.setdefault("commit", commit)
+        r.setdefault("date", doc["date"])
     if a.only and os.path.exists(a.out):  # a partial run replaces only its rows
         with open(a.out) as f:
             old = json.load(f)
         ours = {r["work"] for r in rows if r["tessera"] is not None or r["torch_eager"] is not None}
-        doc["rows"] = [r for r in old.get("rows", []) if r["work"] not in ours] + \
-                      [r for r in rows if r["work"] in ours]
+        kinds = {w.split(" (")[0] for w in ours}  # a row of another setting of the same work is replaced too
+        kept = [dict(r, commit=r.get("commit", old.get("commit")), date=r.get("date", old.get("date")))
+                for r in old.get("rows", []) if r["work"] not in ours and r["work"].split(" (")[0] not in kinds]
+        doc["rows"] = kept + [r for r in rows if r["work"] in ours]
+        doc["commit"] = "per row"  # the rows come from several runs
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
