@@ -197,7 +197,8 @@ def main():
     common += ["--only", a.only] if a.only else []
     torch_py = os.path.join(ROOT, "bench", "torch", "models.py")
     ts_runs, eager_runs, compile_runs, torch_header = [], [], [], {}
-    for r in range(a.rounds):
+    parity_only = a.only == "parity"  # no timed model: the loss curves alone
+    for r in range(0 if parity_only else a.rounds):
         h, rows = run([binary] + common, f"tessera (round {r + 1})", a.timeout, announce=True)
         ts_runs.append(rows)
         h, rows = run([a.python, torch_py] + common, f"PyTorch eager (round {r + 1})", a.timeout, announce=True)
@@ -207,10 +208,10 @@ def main():
             h, rows = run([a.python, torch_py, "--compile"] + common, f"PyTorch compile (round {r + 1})", a.timeout,
                            announce=True)
             compile_runs.append(rows)
-    if not any(ts_runs):
+    if not parity_only and not any(ts_runs):
         print("tessera's side produced no rows", file=sys.stderr)
         return 2
-    rows = build_rows(a, ts_runs, eager_runs, compile_runs)
+    rows = build_rows(a, ts_runs, eager_runs, compile_runs) if ts_runs else []
     if a.parity and (not a.only or "parity" in a.only):  # --only parity: the loss curves alone
         for config in a.parity_configs.split(","):
             rows.append(parity_row(a, config))
@@ -232,6 +233,7 @@ def main():
                 for r in old.get("rows", []) if r["work"] not in ours and r["work"].split(" (")[0] not in kinds]
         doc["rows"] = kept + [r for r in rows if r["work"] in ours]
         doc["commit"] = "per row"  # the rows come from several runs
+        doc["torch"] = doc["torch"] or old.get("torch")  # a parity-only run times no PyTorch model
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
