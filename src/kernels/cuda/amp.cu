@@ -25,7 +25,6 @@ namespace tessera::cuda {
 namespace {
 
 // The per-tensor flag: which element type the pointer has.
-enum : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
 
 using UnscaleArgs = MtaArgs<1, 1>;  // ptrs: 0 grad; the one scalar slot is unused
 
@@ -38,11 +37,7 @@ __device__ __forceinline__ bool unscale_chunk(T* g, int len, float inv_scale) {
   bool bad = false;
   for (int base = 0; base < len; base += kMtaIlp * blockDim.x) {
     C v[kMtaIlp];
-#pragma unroll
-    for (int k = 0; k < kMtaIlp; ++k) {
-      const int i = base + k * blockDim.x + threadIdx.x;
-      v[k] = i < len ? mta_load(g, i) : C(0);
-    }
+    mta_load_ilp(g, base, len, v);
 #pragma unroll
     for (int k = 0; k < kMtaIlp; ++k) bad |= !isfinite(v[k]);
     if (scale) {
@@ -63,9 +58,9 @@ static __global__ void __launch_bounds__(kMtaThreads)
   void* base = args.ptrs[0][ch.slot];
   bool bad = false;
   switch (args.flag[ch.slot]) {
-    case kF32: bad = unscale_chunk(static_cast<float*>(base) + ch.start, ch.len, inv_scale); break;
-    case kF64: bad = unscale_chunk(static_cast<double*>(base) + ch.start, ch.len, inv_scale); break;
-    case kF16: bad = unscale_chunk(static_cast<__half*>(base) + ch.start, ch.len, inv_scale); break;
+    case kMtaF32: bad = unscale_chunk(static_cast<float*>(base) + ch.start, ch.len, inv_scale); break;
+    case kMtaF64: bad = unscale_chunk(static_cast<double*>(base) + ch.start, ch.len, inv_scale); break;
+    case kMtaF16: bad = unscale_chunk(static_cast<__half*>(base) + ch.start, ch.len, inv_scale); break;
     default: bad = unscale_chunk(static_cast<__nv_bfloat16*>(base) + ch.start, ch.len, inv_scale); break;
   }
   if (bad) *found_inf = 1.0f;
@@ -105,23 +100,13 @@ void launch_update_scale(float* scale, int32_t* growth_tracker, const float* fou
 }
 
 // ---- tensor-level entries -----------------------------------------------------------------------------
-uint8_t flag_of(DType d) {
-  switch (d) {
-    case DType::Float32: return kF32;
-    case DType::Float64: return kF64;
-    case DType::Float16: return kF16;
-    case DType::BFloat16: return kBF16;
-    default: throw_unsupported_dtype("_amp_foreach_non_finite_check_and_unscale_", d);
-  }
-}
-
 void unscale_cuda(const TensorList& grads, const Tensor& found_inf, const Tensor& inv_scale) {
   std::vector<MtaTensor<1, 1>> list;
   list.reserve(grads.size());
   for (const Tensor& g : grads) {
     TS_CHECK(g.is_contiguous(), ValueError, "_amp_foreach_non_finite_check_and_unscale_ kernel: expected contiguous "
              "gradients");
-    const uint8_t flag = flag_of(g.dtype());
+    const uint8_t flag = mta_float_flag(g.dtype(), "_amp_foreach_non_finite_check_and_unscale_");
     if (g.numel() == 0) continue;
     list.push_back({{g.data_ptr()}, g.numel(), {0.0}, flag});
   }

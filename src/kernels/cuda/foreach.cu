@@ -34,8 +34,6 @@
 namespace tessera::cuda {
 namespace {
 
-// The per-tensor flag (and out's dtype): which element type a pointer has.
-enum : uint8_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
 
 enum class NormKind { L1, L2, Inf };
 
@@ -70,9 +68,9 @@ struct NormOp {
 template <class C>
 __device__ __forceinline__ void store_out(const NormParams& p, int64_t i, C v) {
   switch (p.out_flag) {
-    case kF32: static_cast<float*>(p.out)[i] = convert<float>(v); break;
-    case kF64: static_cast<double*>(p.out)[i] = convert<double>(v); break;
-    case kF16: static_cast<__half*>(p.out)[i] = convert<__half>(v); break;
+    case kMtaF32: static_cast<float*>(p.out)[i] = convert<float>(v); break;
+    case kMtaF64: static_cast<double*>(p.out)[i] = convert<double>(v); break;
+    case kMtaF16: static_cast<__half*>(p.out)[i] = convert<__half>(v); break;
     default: static_cast<__nv_bfloat16*>(p.out)[i] = convert<__nv_bfloat16>(v); break;
   }
 }
@@ -99,11 +97,7 @@ __device__ __forceinline__ void norm_chunk(const NormArgs& args, const MtaChunk&
   for (int k = 0; k < kMtaIlp; ++k) acc[k] = C(0);
   for (int base = 0; base < ch.len; base += kMtaIlp * blockDim.x) {
     C v[kMtaIlp];
-#pragma unroll
-    for (int k = 0; k < kMtaIlp; ++k) {
-      const int i = base + k * blockDim.x + threadIdx.x;
-      v[k] = i < ch.len ? mta_load(x, i) : C(0);
-    }
+    mta_load_ilp(x, base, ch.len, v);
 #pragma unroll
     for (int k = 0; k < kMtaIlp; ++k) acc[k] = op(acc[k], op.map(v[k]));
   }
@@ -143,9 +137,9 @@ static __global__ void __launch_bounds__(kMtaThreads)
   __shared__ bool is_last;
   const MtaChunk ch = mta_chunk(args);
   switch (args.flag[ch.slot]) {
-    case kF32: norm_chunk<K, float>(args, ch, p, smem, is_last); break;
-    case kF64: norm_chunk<K, double>(args, ch, p, smem, is_last); break;
-    case kF16: norm_chunk<K, __half>(args, ch, p, smem, is_last); break;
+    case kMtaF32: norm_chunk<K, float>(args, ch, p, smem, is_last); break;
+    case kMtaF64: norm_chunk<K, double>(args, ch, p, smem, is_last); break;
+    case kMtaF16: norm_chunk<K, __half>(args, ch, p, smem, is_last); break;
     default: norm_chunk<K, __nv_bfloat16>(args, ch, p, smem, is_last); break;
   }
 }
@@ -160,11 +154,7 @@ __device__ __forceinline__ void mul_chunk(T* g, int len, double scalar) {
   if (s == C(1)) return;
   for (int base = 0; base < len; base += kMtaIlp * blockDim.x) {
     C v[kMtaIlp];
-#pragma unroll
-    for (int k = 0; k < kMtaIlp; ++k) {
-      const int i = base + k * blockDim.x + threadIdx.x;
-      v[k] = i < len ? mta_load(g, i) : C(0);
-    }
+    mta_load_ilp(g, base, len, v);
 #pragma unroll
     for (int k = 0; k < kMtaIlp; ++k) {
       const int i = base + k * blockDim.x + threadIdx.x;
@@ -180,9 +170,9 @@ static __global__ void __launch_bounds__(kMtaThreads)
   const double s = scalar_f64 ? *static_cast<const double*>(scalar) : *static_cast<const float*>(scalar);
   void* base = args.ptrs[0][ch.slot];
   switch (args.flag[ch.slot]) {
-    case kF32: mul_chunk(static_cast<float*>(base) + ch.start, ch.len, s); break;
-    case kF64: mul_chunk(static_cast<double*>(base) + ch.start, ch.len, s); break;
-    case kF16: mul_chunk(static_cast<__half*>(base) + ch.start, ch.len, s); break;
+    case kMtaF32: mul_chunk(static_cast<float*>(base) + ch.start, ch.len, s); break;
+    case kMtaF64: mul_chunk(static_cast<double*>(base) + ch.start, ch.len, s); break;
+    case kMtaF16: mul_chunk(static_cast<__half*>(base) + ch.start, ch.len, s); break;
     default: mul_chunk(static_cast<__nv_bfloat16*>(base) + ch.start, ch.len, s); break;
   }
 }
@@ -209,16 +199,6 @@ void launch_mul(const std::vector<MtaTensor<1, 1>>& tensors, const void* scalar,
 }
 
 // ---- tensor-level entries -----------------------------------------------------------------------------
-uint8_t flag_of(DType d, const char* op) {
-  switch (d) {
-    case DType::Float32: return kF32;
-    case DType::Float64: return kF64;
-    case DType::Float16: return kF16;
-    case DType::BFloat16: return kBF16;
-    default: throw_unsupported_dtype(op, d);
-  }
-}
-
 void norm_cuda(const TensorList& tensors, const Tensor& out, double ord) {
   const char* op = "_foreach_norm";
   TS_CHECK(out.is_contiguous() && out.numel() == static_cast<int64_t>(tensors.size()), ValueError, op,
@@ -231,7 +211,7 @@ void norm_cuda(const TensorList& tensors, const Tensor& out, double ord) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     TS_CHECK(t.is_contiguous(), ValueError, op, " kernel: expected contiguous tensors");
-    const uint8_t flag = flag_of(t.dtype(), op);
+    const uint8_t flag = mta_float_flag(t.dtype(), op);
     if (t.numel() == 0) {
       any_empty = true;
       continue;
@@ -249,7 +229,7 @@ void norm_cuda(const TensorList& tensors, const Tensor& out, double ord) {
   if (any_empty)
     TS_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, tensors.size() * element_size(out.dtype()), stream));
   if (list.empty()) return;
-  NormParams p{nullptr, nullptr, out.data_ptr(), flag_of(out.dtype(), op)};
+  NormParams p{nullptr, nullptr, out.data_ptr(), mta_float_flag(out.dtype(), op)};
   DataPtr ws;
   if (partials > 0) {
     const size_t partial_bytes = static_cast<size_t>(partials) * sizeof(double);
@@ -268,7 +248,7 @@ void mul_cuda(const TensorList& tensors, const Tensor& scalar) {
   list.reserve(tensors.size());
   for (const Tensor& t : tensors) {
     TS_CHECK(t.is_contiguous(), ValueError, op, " kernel: expected contiguous tensors");
-    const uint8_t flag = flag_of(t.dtype(), op);
+    const uint8_t flag = mta_float_flag(t.dtype(), op);
     if (t.numel() == 0) continue;
     list.push_back({{t.data_ptr()}, t.numel(), {0.0}, flag});
   }

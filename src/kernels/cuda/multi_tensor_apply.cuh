@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "tensor/dispatch_dtype.h"
 #include "tessera/error.h"
 
 namespace tessera::cuda {
@@ -28,6 +29,19 @@ __device__ __forceinline__ dacc_t<T> mta_load(const T* p, int i) {
 template <class T>
 __device__ __forceinline__ void mta_store(T* p, int i, dacc_t<T> v) {
   p[i] = convert<T>(v);
+}
+
+// The per-tensor flag of a list that mixes floating dtypes: a block works on one chunk of one tensor,
+// so its branch on the flag is uniform.
+enum MtaFloat : uint8_t { kMtaF32 = 0, kMtaF64 = 1, kMtaF16 = 2, kMtaBF16 = 3 };
+inline uint8_t mta_float_flag(DType d, const char* op) {
+  switch (d) {
+    case DType::Float32: return kMtaF32;
+    case DType::Float64: return kMtaF64;
+    case DType::Float16: return kMtaF16;
+    case DType::BFloat16: return kMtaBF16;
+    default: throw_unsupported_dtype(op, d);
+  }
 }
 
 inline constexpr int kMtaChunk = 65536;    // elements per block
@@ -100,6 +114,17 @@ void multi_tensor_apply(const std::vector<MtaTensor<Depth, NScalars>>& tensors, 
     }
   }
   if (blocks > 0) launch(static_cast<const Args&>(args), blocks);
+}
+
+// Elements base + k * blockDim.x + threadIdx.x (k < kMtaIlp, coalesced) of a chunk of len elements
+// in the compute type, 0 past the chunk: all loads issued before any math.
+template <class T, int N>
+__device__ __forceinline__ void mta_load_ilp(const T* p, int base, int len, dacc_t<T> (&v)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int i = base + k * blockDim.x + threadIdx.x;
+    v[k] = i < len ? mta_load(p, i) : dacc_t<T>(0);
+  }
 }
 
 // The chunk of the calling block: its tensor slot, first element and length (1..kMtaChunk).
