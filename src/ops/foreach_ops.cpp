@@ -48,6 +48,13 @@ void check_ord(double ord) {
   TS_CHECK(ord >= 0, ValueError, kNormOp, ": ord must be 0, a positive number or inf, got ", ord);
 }
 
+// norm() of one tensor, except that an empty tensor's inf norm is 0 as in the kernels (PyTorch's CUDA
+// _foreach_norm gives 0 there too; its CPU loop over linalg.vector_norm raises).
+Tensor composite_norm(const Tensor& t, double ord) {
+  if (t.numel() == 0 && std::isinf(ord)) return zeros({}, TensorOptions(t.dtype(), t.device()));
+  return norm(t, ord);
+}
+
 bool kernel_ord(double ord) { return ord == 1 || ord == 2 || ord == std::numeric_limits<double>::infinity(); }
 
 // The kernel's inputs: the tensors themselves, or contiguous copies of the strided ones.
@@ -91,7 +98,7 @@ std::vector<Tensor> _foreach_norm(const std::vector<Tensor>& tensors, double ord
   if (tensors.empty()) return result;
   if (!kernel_ord(ord) || should_record(tensors)) {
     for (size_t i = 0; i < tensors.size(); ++i) {
-      result[i] = norm(tensors[i], ord);
+      result[i] = composite_norm(tensors[i], ord);
       // Autocast may have run norm in float32; the result keeps the tensor's dtype.
       if (result[i].dtype() != tensors[i].dtype()) result[i] = result[i].to(tensors[i].dtype());
     }
@@ -129,7 +136,7 @@ Tensor foreach_norm_stacked(const std::vector<Tensor>& tensors, double ord, DTyp
   if (!kernel_ord(ord) || should_record(tensors)) {
     std::vector<Tensor> norms;
     norms.reserve(tensors.size());
-    for (const Tensor& t : tensors) norms.push_back(norm(cast_to(t, acc), ord));
+    for (const Tensor& t : tensors) norms.push_back(composite_norm(cast_to(t, acc), ord));
     return stack(norms);
   }
   NoGradGuard no_grad;

@@ -282,6 +282,24 @@ void reductions(Builder& b) {
     b.add("norm", "p" + ps, {N({5, 6})}, "torch.norm(x[0], p=" + ps + ", dim=1)", [p](const V& x) { return V{norm(x[0], p, Dims(1))}; }, sum_tol);
   }
   b.add("norm", "fro", {N({5, 6})}, "torch.norm(x[0], p='fro')", [](const V& x) { return V{norm(x[0], "fro")}; }, sum_tol);
+  // A list of mixed dtypes; ord 3 runs the composite. The empty tensor stays out of the inf case: its inf
+  // norm is 0 in tessera and in PyTorch's CUDA kernel, an error in PyTorch's CPU loop.
+  for (const char* ord : {"1", "2", "inf", "3"}) {
+    const bool inf = std::string(ord) == "inf";
+    const double p = inf ? double(INFINITY) : std::stod(ord);
+    V in{N({5, 6}), N({70}, kBFloat16, 2), N({3, 2}, kFloat64, 3)};
+    if (!inf) in.push_back(N({0}));
+    b.add("_foreach_norm", std::string("p") + ord, in,
+          std::string("tuple(torch._foreach_norm(list(x), ") + ord + "))",
+          [p](const V& x) { return _foreach_norm(x, p); }, sum_tol);
+  }
+  // The scalar's gradient sums bf16 products: bf16's tolerance.
+  b.add("_foreach_mul_", "tensor_scalar", {N({5, 6}), N({70}, kBFloat16, 2), N({1}, kFloat32, 3).reshape({})},
+        "[x[0] * x[2], x[1] * x[2]]", [](const V& x) {
+          V ts{x[0].clone(), x[1].clone()};
+          _foreach_mul_(ts, x[2]);
+          return ts;
+        }, testing::tolerance_for(kBFloat16));
   b.add("logsumexp", "dim", {N({4, 8}) * 10.0}, "torch.logsumexp(x[0], 1)", [](const V& x) { return V{logsumexp(x[0], 1)}; }, sum_tol);
   b.add("logsumexp", "inf", {tensor({-INFINITY, -INFINITY, 1.0, INFINITY}).view({2, 2})}, "torch.logsumexp(x[0], 1)",
         [](const V& x) { return V{logsumexp(x[0], 1)}; });

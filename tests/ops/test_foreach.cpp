@@ -78,6 +78,13 @@ TEST(ForeachNorm, ByHand) {
 TEST(ForeachNorm, EmptyListAndEmptyTensors) {
   EXPECT_TRUE(ts::_foreach_norm({}).empty());
   EXPECT_TRUE(ts::_foreach_norm({}, kInf).empty());
+  {  // the recording path (norm() per tensor) gives an empty tensor's inf norm as 0 too
+    ts::Tensor e = ts::empty({0, 3}).requires_grad_();
+    std::vector<ts::Tensor> r = ts::_foreach_norm({e, ts::ones({2}).requires_grad_()}, kInf);
+    EXPECT_EQ(r[0].item<double>(), 0.0);
+    EXPECT_EQ(r[1].item<double>(), 1.0);
+    EXPECT_TRUE(r[1].requires_grad());
+  }
   for (double ord : {1.0, 2.0, kInf, 3.0, 0.0}) {
     std::vector<ts::Tensor> list;
     for (ts::DType dt : kDtypes) list.push_back(ts::empty({0, 5}, dt));
