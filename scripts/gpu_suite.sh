@@ -66,21 +66,31 @@ if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
   # Tests past 2^31 elements are left out: under the sanitizer they would take hours. Executables run
   # SANITIZE_JOBS at a time (on SANITIZE_GPU where set: another GPU than the benchmarks'). The tools
-  # load the CPUs heavily: unit tests run beside them overran a 240 s limit on a 32-core machine, and
-  # racecheck needs more than 200 s for test_cuda_norm and test_cuda_fused.
-  sanitize_exe() {  # tool exe: one log per tool and executable, a summary line
-    local log="$OUT/sanitizer-$1-$(basename "$2").log"
+  # load the CPUs heavily: unit tests run beside them overran a 240 s limit on a 32-core machine.
+  # Under the tools single tests take minutes (CudaBinary.Arithmetic 168 s under racecheck,
+  # CudaOptim.SgdTenStepsBitwiseEqualsCpu 118 s under memcheck), so each test runs in its own process
+  # (SANITIZE_TIMEOUT each, default 600 s): an executable never times out as a whole, and the tests
+  # spread over the CPUs. One log per tool and test; a summary line per test.
+  sanitize_test() {  # tool exe test
+    local log="$OUT/sanitizer/$1-$(basename "$2")-$3.log"
     env TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc ${SANITIZE_GPU:+CUDA_VISIBLE_DEVICES=$SANITIZE_GPU} \
-      timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$1" --error-exitcode 99 "$2" \
-      --gtest_filter="-*Large*:*Huge*:*Past2*:*LargeShape*" > "$log" 2>&1
+      timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$1" --error-exitcode 99 "$2" \
+      --gtest_filter="$3" > "$log" 2>&1
     local r=$?
-    echo "$1 $(basename "$2"): rc $r $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    echo "$1 $(basename "$2") $3: rc $r $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
   }
-  export -f sanitize_exe
+  export -f sanitize_test
+  mkdir -p "$OUT/sanitizer"
+  # "tool exe Suite.Test" lines: every test of every test_cuda_* executable but those past 2^31
+  # elements (hours under the tools).
   for tool in memcheck racecheck; do
     find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
-      | xargs -r -P "${SANITIZE_JOBS:-4}" -I{} bash -c "sanitize_exe $tool {}"
-  done | tee -a "$OUT/sanitizer-summary.txt"
+      | while read -r exe; do
+          "$exe" --gtest_list_tests --gtest_filter="-*Large*:*Huge*:*Past2*:*LargeShape*" \
+            | awk -v t="$tool" -v e="$exe" '/^[^ ]/ {suite = $1} /^  / {print t, e, suite $1}'
+        done
+  done | xargs -r -P "${SANITIZE_JOBS:-8}" -L 1 bash -c 'sanitize_test "$0" "$1" "$2"' \
+    | sort | tee -a "$OUT/sanitizer-summary.txt"
   grep -q "rc [1-9]" "$OUT/sanitizer-summary.txt" && rc=1
 fi
 if [ $bench = 1 ]; then
