@@ -227,10 +227,11 @@ def main():
     if a.only and os.path.exists(a.out):  # a partial run replaces only its rows
         with open(a.out) as f:
             old = json.load(f)
+        # A measured row replaces the stored row of the same work (same setting); a row that failed
+        # replaces nothing. Rows of other settings stay.
         ours = {r["work"] for r in rows if r["tessera"] is not None or r["torch_eager"] is not None}
-        kinds = {w.split(" (")[0] for w in ours}  # a row of another setting of the same work is replaced too
         kept = [dict(r, commit=r.get("commit", old.get("commit")), date=r.get("date", old.get("date")))
-                for r in old.get("rows", []) if r["work"] not in ours and r["work"].split(" (")[0] not in kinds]
+                for r in old.get("rows", []) if r["work"] not in ours]
         doc["rows"] = kept + [r for r in rows if r["work"] in ours]
         doc["commit"] = "per row"  # the rows come from several runs
         doc["torch"] = doc["torch"] or old.get("torch")  # a parity-only run times no PyTorch model

@@ -36,6 +36,7 @@
 //                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
+#include <iomanip>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -394,6 +395,7 @@ int run_loss_curve() {
   }
   {
     std::ofstream f(dir / "meta.json");
+    f << std::setprecision(17);  // the PyTorch side reads the same learning rates
     f << "{\"n_layer\": " << cfg.n_layer << ", \"n_head\": " << cfg.n_head << ", \"n_embd\": " << cfg.n_embd
       << ", \"n_positions\": " << cfg.n_positions << ", \"vocab_size\": " << cfg.vocab_size
       << ", \"layer_norm_epsilon\": " << cfg.layer_norm_epsilon << ", \"steps\": " << N << ", \"batch\": " << B

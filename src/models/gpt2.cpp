@@ -220,7 +220,7 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   Tensor pos = arange(past, past + t, 1, TensorOptions(kInt64, idx.device()));  // (T)
   Tensor x = drop(wte(idx) + wpe(pos));                                         // (B, T, C)
   if (h.size() == 0) return ln_f(x);
-  if (!config.fused) {
+  if (!h.at<GPT2Block>(0).mlp.fused) {  // the blocks' flag (GPT2Config::fused when they were built)
     for (size_t i = 0; i < h.size(); ++i)
       x = h.at<GPT2Block>(static_cast<int64_t>(i)).forward(x, cache ? &cache->layers[i] : nullptr);
     return ln_f(x);

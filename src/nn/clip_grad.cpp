@@ -5,9 +5,10 @@
 // As PyTorch's foreach path: gradients are grouped by (device, accumulation dtype: float64 for float64
 // gradients, else float32); each group's norms come from one multi-tensor call (a few launches on
 // CUDA, not one per gradient) as one (n) tensor, the total is the norm of all of them, and each group
-// is scaled by one _foreach_mul_ with the coefficient in its accumulation dtype.
+// is scaled by one _foreach_mul_ with the coefficient in its accumulation dtype. Unlike PyTorch, the
+// norms of 16-bit gradients are taken and returned in float32 (PyTorch returns them in the gradients'
+// dtype); norm_type -inf (min |g|) runs per gradient.
 #include <cmath>
-#include <limits>
 
 #include "ops/foreach_ops.h"
 #include "tessera/autograd.h"
@@ -46,15 +47,19 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     group->grads.push_back(g);
   }
   if (groups.empty()) return scalar_tensor(0.0, kFloat32);
-  // Both infinities take the max of |g|, as before.
-  const bool inf_norm = std::isinf(norm_type);
-  const double ord = inf_norm ? std::numeric_limits<double>::infinity() : norm_type;
   const Device first = groups[0].device;
   std::vector<Tensor> parts;  // per group: (n_group) norms, on the first device in total_acc
-  for (const GradGroup& gr : groups)
-    parts.push_back(foreach_norm_stacked(gr.grads, ord, gr.acc).to(first, total_acc));
+  for (const GradGroup& gr : groups) {
+    if (norm_type < 0) {  // -inf: min |g| over every gradient (PyTorch's vector_norm), no kernel for it
+      std::vector<Tensor> norms;
+      for (const Tensor& g : gr.grads) norms.push_back(norm(g.to(gr.acc), norm_type));
+      parts.push_back(stack(norms).to(first, total_acc));
+    } else {
+      parts.push_back(foreach_norm_stacked(gr.grads, norm_type, gr.acc).to(first, total_acc));
+    }
+  }
   Tensor all = parts.size() == 1 ? parts[0] : cat(parts);  // (number of gradients)
-  Tensor total = inf_norm ? all.amax() : norm(all, ord);
+  Tensor total = norm(all, norm_type);
   if (error_if_nonfinite) {
     const double t = total.item<double>();
     TS_CHECK(std::isfinite(t), ValueError, "clip_grad_norm_: The total norm of order ", norm_type,

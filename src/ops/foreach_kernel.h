@@ -6,8 +6,10 @@
 // - norm: every tensors[i] is contiguous, floating (float16, bfloat16, float32 or float64; the list may
 //   mix them) and on one device with out, a contiguous floating tensor of shape (n), n = tensors.size().
 //   ord is 1, 2 or +inf. out[i] = the vector norm of all elements of tensors[i]: sum |x| (ord 1),
-//   sqrt(sum x^2) (ord 2), max |x| (ord inf), accumulated in float (double for float64 tensors) and
-//   rounded once to out's dtype. An empty tensor's norm is 0. A NaN element makes the norm NaN, an
+//   sqrt(sum x^2) (ord 2), max |x| (ord inf), accumulated in at least float (double for float64
+//   tensors) and rounded once to out's dtype. The CUDA kernels accumulate float32 and 16-bit tensors
+//   in float, the CPU kernels in double: a float32 sum of squares past FLT_MAX gives inf on the GPU (as
+//   PyTorch's CUDA kernel does) and the finite norm, rounded to float, on the CPU. An empty tensor's norm is 0. A NaN element makes the norm NaN, an
 //   inf one (and no NaN) makes it inf. Deterministic: the same inputs give the same bits on every run,
 //   whatever the scheduling. No host synchronization.
 // - mul: every tensors[i] is contiguous, floating and on one device with scalar, a float32 or float64

@@ -2,11 +2,14 @@
 // add fused into the following layer norm (ln_2, the next block's ln_1, ln_f) and c_fc + GELU as
 // linear_gelu, against the same modules composed as Hugging Face writes the block; the chunked
 // loss() against forward(idx, targets), values and gradients.
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "common/test_util.h"
 #include "tessera/models.h"
 #include "tessera/nn/functional.h"
+#include "tessera/profiler.h"
 
 namespace ts = tessera;
 namespace F = tessera::nn::functional;
@@ -82,6 +85,25 @@ TEST(GPT2Fused, UnfusedConfigMatchesFused) {
   ts::Tensor x = test_data({2, 5, 16}, ts::kFloat64, 13).reshape({2, 5, 16});
   EXPECT_TRUE(all_close(blk.forward(x, nullptr), fused.transformer.h.at<ts::models::GPT2Block>(0).forward(x, nullptr),
                         {1e-12, 1e-12}));
+  // Cached generation steps: the prompt, then one token at a time.
+  ts::models::GPT2KVCache ca, cb;
+  EXPECT_TRUE(all_close(fused.forward(idx.narrow(1, 0, 5), &ca), plain.forward(idx.narrow(1, 0, 5), &cb), {1e-12, 1e-12}));
+  EXPECT_TRUE(all_close(fused.forward(idx.narrow(1, 5, 1), &ca), plain.forward(idx.narrow(1, 5, 1), &cb), {1e-12, 1e-12}));
+  // Which ops ran: the fused ones only in the fused model (equal values alone would not tell).
+  auto ops_of = [&](ts::models::GPT2& m) {
+    ts::profiler::profile p;
+    m.loss(idx, tgt).backward();
+    p.stop();
+    std::set<std::string> names;
+    for (const auto& e : p.events()) names.insert(e.name);
+    return names;
+  };
+  const std::set<std::string> f = ops_of(fused), u = ops_of(plain);
+  for (const char* op : {"native_add_layer_norm", "mlp_gelu"}) {
+    EXPECT_TRUE(f.count(op)) << op << " not run by the fused model";
+    EXPECT_FALSE(u.count(op)) << op << " run by the model built with fused = false";
+  }
+  EXPECT_TRUE(u.count("native_layer_norm") && u.count("gelu"));
 }
 
 TEST(GPT2Fused, ChunkedLossMatchesLogitsLoss) {

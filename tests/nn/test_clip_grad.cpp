@@ -28,12 +28,12 @@ std::pair<ts::Tensor, std::vector<ts::Tensor>> composite_clip(const std::vector<
   std::vector<ts::Tensor> norms;
   for (const ts::Tensor& g : grads) {
     ts::Tensor ga = g.to(acc);
-    // (The composite raised on an empty gradient with an infinite norm_type; its norm is 0 now.)
-    if (std::isinf(norm_type) && ga.numel() == 0) norms.push_back(ts::zeros({}, acc));
-    else norms.push_back(std::isinf(norm_type) ? ga.abs().amax() : ts::norm(ga, norm_type));
+    // An empty gradient's inf norm is 0 (as _foreach_norm's); -inf is min |g| (PyTorch's vector_norm).
+    if (norm_type > 0 && std::isinf(norm_type) && ga.numel() == 0) norms.push_back(ts::zeros({}, acc));
+    else norms.push_back(ts::norm(ga, norm_type));
   }
   ts::Tensor all = ts::stack(norms);
-  ts::Tensor total = std::isinf(norm_type) ? all.amax() : ts::norm(all, norm_type);
+  ts::Tensor total = ts::norm(all, norm_type);
   ts::Tensor coef = ts::clamp(max_norm / (total + 1e-6), std::nullopt, ts::Scalar(1.0));
   for (ts::Tensor& g : grads) g.mul_(coef.to(g.dtype()));
   return {total, grads};

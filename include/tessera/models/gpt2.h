@@ -34,7 +34,8 @@ struct GPT2Config {
   double initializer_range = 0.02;
   // The fused kernels: each residual add with the layer norm after it (add_layer_norm) and the MLP as
   // mlp_gelu (GELU in the GEMM epilogues on CUDA). false: the composite ops as Hugging Face writes them
-  // (x + attn, ln_2, c_fc, gelu, c_proj), for comparing the two paths. Not part of a checkpoint.
+  // (x + attn, ln_2, c_fc, gelu, c_proj), for comparing the two paths. Not part of a checkpoint; read
+  // when the model is built (each GPT2MLP keeps it, and the trunk follows its blocks).
   bool fused = true;
 
   // Reads a Hugging Face config.json of model_type "gpt2" (GPT2Config's field names). ValueError for
