@@ -4,12 +4,15 @@
 // across runs, NaN and inf in any chunk, strided inputs, the stacked form; _foreach_mul_ bit for bit
 // against the CPU (one rounding of the float or double product) with float32 and float64 scalars, a
 // tensor listed twice;
-// clip_grad_norm_ on the GPU against the CPU.
+// clip_grad_norm_ on the GPU against the CPU, and captured in a CUDA graph (workspace, counter memset
+// and launches replayed) against the eager call, bitwise.
 #include <cmath>
 #include <limits>
 
 #include "common/test_util.h"
 #include "ops/foreach_ops.h"
+#include "tessera/cuda.h"
+#include "tessera/cuda_graph.h"
 
 namespace ts = tessera;
 using namespace tessera::testing;
@@ -240,6 +243,44 @@ TEST(CudaForeach, ClipGradNormMatchesCpu) {
             << "norm_type " << norm_type << " max_norm " << max_norm << " parameter " << i;
       }
     }
+  }
+}
+
+TEST(CudaForeach, ClipGradNormCapturedInAGraphEqualsEagerBitwise) {
+  TS_REQUIRE_GPU();
+  const std::vector<ts::Tensor> src = to_gpu(many_tensors(700));
+  auto make_params = [&] {  // 60 parameters of every dtype (two groups: float64 and the rest)
+    std::vector<ts::Tensor> ps;
+    for (size_t i = 0; i < src.size(); i += 5) {
+      ts::Tensor p = ts::zeros(src[i].sizes(), ts::TensorOptions(src[i].dtype(), gpu())).requires_grad_();
+      p.set_grad(src[i].clone());
+      ps.push_back(p);
+    }
+    return ps;
+  };
+  auto reset = [&](std::vector<ts::Tensor>& ps) {
+    for (size_t j = 0; j < ps.size(); ++j) ps[j].grad().copy_(src[5 * j]);
+  };
+  std::vector<ts::Tensor> eager = make_params(), graphed = make_params();
+  const ts::Tensor want = ts::nn::utils::clip_grad_norm_(eager, 0.5);
+  ts::cuda::Stream side = ts::cuda::Stream::create();
+  ts::cuda::Graph g;
+  ts::Tensor total;
+  {
+    ts::cuda::StreamGuard sg(side);
+    (void)ts::nn::utils::clip_grad_norm_(graphed, 0.5);  // warm-up
+    reset(graphed);
+    g.capture_begin();
+    total = ts::nn::utils::clip_grad_norm_(graphed, 0.5);
+    g.capture_end();
+    side.synchronize();
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    reset(graphed);
+    g.replay();
+    EXPECT_TRUE(all_close(total.cpu(), want.cpu(), {0, 0})) << "replay " << rep;
+    for (size_t j = 0; j < eager.size(); ++j)
+      EXPECT_TRUE(all_close(graphed[j].grad().cpu(), eager[j].grad().cpu(), {0, 0})) << "replay " << rep << " parameter " << j;
   }
 }
 
