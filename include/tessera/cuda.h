@@ -185,6 +185,14 @@ bool cudnn_benchmark();
 // (matmul, softmax, matmul), which keeps the (L, S) scores in memory: for comparing the two.
 void enable_flash_sdp(bool enabled);
 bool flash_sdp_enabled();
+// Whether the fused attention on the GPU may run cuDNN's fused flash attention engines (PyTorch:
+// torch.backends.cuda.enable_cudnn_sdp, default true). Where they apply (float16 / bfloat16, compute
+// capability 8.0 or newer, a cuDNN with such an engine for the shape) they run forward and backward;
+// otherwise, or when this is off, tessera's own flash kernels do. With use_deterministic_algorithms
+// on, the backward takes a cuDNN engine only if cuDNN marks it deterministic. enable_flash_sdp(false)
+// turns off both.
+void enable_cudnn_sdp(bool enabled);
+bool cudnn_sdp_enabled();
 
 // ---- build information ---------------------------------------------------------------------------
 struct BuildInfo {

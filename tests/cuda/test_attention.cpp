@@ -5,7 +5,10 @@
 // contiguous run) and misaligned storage (copied); a deterministic backward (two runs bitwise
 // equal); autograd through nn::functional::scaled_dot_product_attention, which takes the flash path;
 // the GPU's errors; the opt-in backward with dQ fused into the dK/dV kernel; and, named *Large*,
-// tensors past 2^31 elements.
+// tensors past 2^31 elements. The float64 comparisons run twice: through cuDNN's fused attention
+// engines (the default where they apply: kernels/cuda/attention_cudnn.cpp) and through tessera's own
+// flash kernels (cuda::enable_cudnn_sdp(false)); on an sm_80+ GPU the cuDNN path must be taken, in a
+// CUDA graph capture as well.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -16,8 +19,12 @@
 #include "common/test_util.h"
 #include "ops/attention_ops.h"
 #include "tessera/cuda.h"
+#include "tessera/cuda_graph.h"
 #include "tessera/determinism.h"
 #include "tessera/nn/functional.h"
+#if defined(TESSERA_WITH_CUDA)
+#include "kernels/cuda/attention_cudnn.h"
+#endif
 
 namespace ts = tessera;
 using namespace tessera::testing;
@@ -61,10 +68,40 @@ std::string what(const Dims& c, ts::DType dt, bool causal) {
                              causal ? " causal" : "");
 }
 
+// How many attention calls cuDNN ran, and why it last declined one (the kernels' counters; a CPU
+// build, where these tests skip, has none).
+int64_t cudnn_runs() {
+#if defined(TESSERA_WITH_CUDA)
+  return ts::cuda::attention_cudnn_runs();
+#else
+  return 0;
+#endif
+}
+std::string cudnn_failure() {
+#if defined(TESSERA_WITH_CUDA)
+  return ts::cuda::attention_cudnn_last_failure();
+#else
+  return "a build without CUDA";
+#endif
+}
+
+// Sets cuda::enable_cudnn_sdp for a scope.
+struct CudnnSdp {
+  explicit CudnnSdp(bool on) { ts::cuda::enable_cudnn_sdp(on); }
+  ~CudnnSdp() { ts::cuda::enable_cudnn_sdp(true); }
+};
+const char* backend(bool cudnn) { return cudnn ? " (cuDNN)" : " (tessera kernels)"; }
+
+bool sm80() {
+  const ts::cuda::DeviceProperties props = ts::cuda::get_device_properties(0);
+  return props.major >= 8;
+}
+
 }  // namespace
 
 TEST(CudaAttention, ForwardMatchesCpuFloat64) {
   TS_REQUIRE_GPU();
+  for (bool cudnn : {true, false})
   for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
     for (int64_t d : {64, 128})
       for (const Dims& c : ragged(d))
@@ -72,6 +109,7 @@ TEST(CudaAttention, ForwardMatchesCpuFloat64) {
           const ts::Tensor q = input(c.b, c.h, c.l, c.d, dt, 1), k = input(c.b, c.h, c.s, c.d, dt, 2),
                            v = input(c.b, c.h, c.s, c.d, dt, 3);
           const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+          CudnnSdp use(cudnn);
           auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
           auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), causal, scale);
           ASSERT_EQ(out.dtype(), dt);
@@ -79,13 +117,14 @@ TEST(CudaAttention, ForwardMatchesCpuFloat64) {
           // Stored (B, L, H, D) on the GPU (Note [Flash attention layout]): the head transpose is a view.
           EXPECT_EQ(out.sizes(), q.sizes());
           EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
-          EXPECT_TRUE(near(out, ro, out_tol(dt), out_tol(dt))) << what(c, dt, causal);
-          EXPECT_TRUE(near(lse, rl, 1e-4, 1e-5)) << "lse " << what(c, dt, causal);
+          EXPECT_TRUE(near(out, ro, out_tol(dt), out_tol(dt))) << what(c, dt, causal) << backend(cudnn);
+          EXPECT_TRUE(near(lse, rl, 1e-4, 1e-5)) << "lse " << what(c, dt, causal) << backend(cudnn);
         }
 }
 
 TEST(CudaAttention, BackwardMatchesCpuFloat64) {
   TS_REQUIRE_GPU();
+  for (bool cudnn : {true, false})
   for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
     for (int64_t d : {64, 128})
       for (const Dims& c : ragged(d))
@@ -93,6 +132,7 @@ TEST(CudaAttention, BackwardMatchesCpuFloat64) {
           const ts::Tensor q = input(c.b, c.h, c.l, c.d, dt, 4), k = input(c.b, c.h, c.s, c.d, dt, 5),
                            v = input(c.b, c.h, c.s, c.d, dt, 6), g = input(c.b, c.h, c.l, c.d, dt, 7);
           const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+          CudnnSdp use(cudnn);
           auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
           auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, causal, scale);
           EXPECT_TRUE(dq.transpose(1, 2).is_contiguous() && dk.transpose(1, 2).is_contiguous() &&
@@ -104,14 +144,15 @@ TEST(CudaAttention, BackwardMatchesCpuFloat64) {
           // rounded to dt): an absolute floor of 1e-5 of that size.
           const double floor = 1e-5 * max_abs(g) * std::max({max_abs(q), max_abs(k), max_abs(v)}) *
                                std::max({max_abs(q), max_abs(k), max_abs(v), 1.0});
-          EXPECT_TRUE(near(dq, rq, grad_tol(dt), grad_tol(dt), floor)) << "dq " << what(c, dt, causal);
-          EXPECT_TRUE(near(dk, rk, grad_tol(dt), grad_tol(dt), floor)) << "dk " << what(c, dt, causal);
-          EXPECT_TRUE(near(dv, rv, grad_tol(dt), grad_tol(dt), floor)) << "dv " << what(c, dt, causal);
+          EXPECT_TRUE(near(dq, rq, grad_tol(dt), grad_tol(dt), floor)) << "dq " << what(c, dt, causal) << backend(cudnn);
+          EXPECT_TRUE(near(dk, rk, grad_tol(dt), grad_tol(dt), floor)) << "dk " << what(c, dt, causal) << backend(cudnn);
+          EXPECT_TRUE(near(dv, rv, grad_tol(dt), grad_tol(dt), floor)) << "dv " << what(c, dt, causal) << backend(cudnn);
         }
 }
 
 TEST(CudaAttention, TransposedViewsMatchContiguousBitwise) {
   TS_REQUIRE_GPU();
+  CudnnSdp use(false);  // tessera's kernels: bitwise (cuDNN's plans differ per layout; CudnnMatchesOwnKernels)
   for (int64_t d : {64, 128}) {
     const int64_t b = 2, t = 77, h = 3;
     const ts::Tensor q = input(b, h, t, d, ts::kBFloat16, 8, true), k = input(b, h, t, d, ts::kBFloat16, 9, true),
@@ -144,19 +185,90 @@ TEST(CudaAttention, MisalignedStorageIsCopied) {
   EXPECT_TRUE(all_close(out.cpu(), oc.cpu(), {0, 0}));
 }
 
+// With the determinism switch on, the backward is bitwise repeatable on both paths (cuDNN's through its
+// deterministic graph, or tessera's kernels, which are deterministic always).
 TEST(CudaAttention, BackwardIsDeterministic) {
   TS_REQUIRE_GPU();
+  ts::set_deterministic(true);
+  for (bool cudnn : {true, false})
   for (int64_t d : {64, 128}) {
+    CudnnSdp use(cudnn);
     const int64_t b = 2, h = 4, t = 333;
     const ts::Tensor q = input(b, h, t, d, ts::kBFloat16, 15, true), k = input(b, h, t, d, ts::kBFloat16, 16, true),
                      v = input(b, h, t, d, ts::kBFloat16, 17, true), g = input(b, h, t, d, ts::kBFloat16, 18);
     auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.1);
     auto [dq1, dk1, dv1] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.1);
     auto [dq2, dk2, dv2] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.1);
-    EXPECT_TRUE(all_close(dq1.cpu(), dq2.cpu(), {0, 0})) << d;
-    EXPECT_TRUE(all_close(dk1.cpu(), dk2.cpu(), {0, 0})) << d;
-    EXPECT_TRUE(all_close(dv1.cpu(), dv2.cpu(), {0, 0})) << d;
+    EXPECT_TRUE(all_close(dq1.cpu(), dq2.cpu(), {0, 0})) << d << backend(cudnn);
+    EXPECT_TRUE(all_close(dk1.cpu(), dk2.cpu(), {0, 0})) << d << backend(cudnn);
+    EXPECT_TRUE(all_close(dv1.cpu(), dv2.cpu(), {0, 0})) << d << backend(cudnn);
   }
+  ts::set_deterministic(false);
+}
+
+// On an sm_80+ GPU the GPT-2 case (bf16 and fp16, head dims 64 and 128, causal, transposed (B, T, H, D)
+// views) runs through cuDNN, forward and backward, and agrees with tessera's own kernels.
+TEST(CudaAttention, CudnnMatchesOwnKernels) {
+  TS_REQUIRE_GPU();
+  if (!sm80()) GTEST_SKIP() << "cuDNN's fused attention needs compute capability 8.0";
+  for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
+    for (int64_t d : {64, 128})
+      for (bool causal : {true, false}) {
+        const int64_t b = 2, h = 3, t = 256;  // S a multiple of 128: cuDNN 9.15 and older need it
+        const ts::Tensor q = input(b, h, t, d, dt, 30, true), k = input(b, h, t, d, dt, 31, true),
+                         v = input(b, h, t, d, dt, 32, true), g = input(b, h, t, d, dt, 33, true);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        const int64_t before = cudnn_runs();
+        auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
+        auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, causal, scale);
+        ASSERT_EQ(cudnn_runs(), before + 2)
+            << "cuDNN declined: " << cudnn_failure();
+        CudnnSdp off(false);
+        auto [o2, l2] = ts::flash_attention_forward(q, k, v, causal, scale);
+        auto [dq2, dk2, dv2] = ts::flash_attention_backward(g, q, k, v, o2, l2, causal, scale);
+        EXPECT_EQ(cudnn_runs(), before + 2);
+        const std::string w = what({b, h, t, t, d}, dt, causal);
+        EXPECT_TRUE(near(out, f64(o2), out_tol(dt), out_tol(dt))) << w;
+        EXPECT_TRUE(near(lse, f64(l2), 1e-4, 1e-5)) << w;
+        EXPECT_TRUE(near(dq, f64(dq2), grad_tol(dt), grad_tol(dt))) << w;
+        EXPECT_TRUE(near(dk, f64(dk2), grad_tol(dt), grad_tol(dt))) << w;
+        EXPECT_TRUE(near(dv, f64(dv2), grad_tol(dt), grad_tol(dt))) << w;
+      }
+}
+
+// A forward + backward captured in a CUDA graph after an eager warm-up (which builds the cuDNN plans)
+// replays to the eager results; with no plan yet, a capture falls back to tessera's kernels.
+TEST(CudaAttention, CudnnInCudaGraph) {
+  TS_REQUIRE_GPU();
+  if (!sm80()) GTEST_SKIP() << "cuDNN's fused attention needs compute capability 8.0";
+  const int64_t b = 2, h = 4, t = 128, d = 64;
+  const ts::Tensor q = input(b, h, t, d, ts::kBFloat16, 34, true), k = input(b, h, t, d, ts::kBFloat16, 35, true),
+                   v = input(b, h, t, d, ts::kBFloat16, 36, true), g = input(b, h, t, d, ts::kBFloat16, 37, true);
+  ts::set_deterministic(true);  // bitwise comparisons
+  auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.125);
+  auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.125);
+  ts::cuda::Stream side = ts::cuda::Stream::create();
+  ts::cuda::Graph graph;
+  ts::Tensor go, gdq, gdk, gdv;
+  const int64_t before = cudnn_runs();
+  {
+    ts::cuda::StreamGuard guard(side);
+    graph.capture_begin();
+    auto [o2, l2] = ts::flash_attention_forward(q, k, v, true, 0.125);
+    std::tie(gdq, gdk, gdv) = ts::flash_attention_backward(g, q, k, v, o2, l2, true, 0.125);
+    go = o2;
+    graph.capture_end();
+    side.synchronize();
+  }
+  const int64_t captured = cudnn_runs() - before;
+  graph.replay();
+  ts::cuda::synchronize();
+  ts::set_deterministic(false);
+  EXPECT_GE(captured, 1) << cudnn_failure();
+  EXPECT_TRUE(all_close(go.cpu(), out.cpu(), {0, 0}));
+  EXPECT_TRUE(all_close(gdq.cpu(), dq.cpu(), {0, 0}));
+  EXPECT_TRUE(all_close(gdk.cpu(), dk.cpu(), {0, 0}));
+  EXPECT_TRUE(all_close(gdv.cpu(), dv.cpu(), {0, 0}));
 }
 
 // Note [Fused dQ] in attention_bwd.cu: TESSERA_ATTN_FUSED_DQ=1 adds dQ with atomics inside the dK/dV
@@ -168,6 +280,7 @@ TEST(CudaAttention, FusedDqMatchesCpuFloat64) {
     EnvGuard() { setenv("TESSERA_ATTN_FUSED_DQ", "1", 1); }
     ~EnvGuard() { unsetenv("TESSERA_ATTN_FUSED_DQ"); }
   };
+  CudnnSdp own(false);  // the variant is in tessera's kernels
   for (ts::DType dt : {ts::kBFloat16, ts::kFloat16})
     for (const Dims& c : ragged(64))
       for (bool causal : {false, true}) {

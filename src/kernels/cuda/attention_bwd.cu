@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/attention_kernel.h"
 #include "tessera/determinism.h"
@@ -522,6 +523,7 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                              const AttentionParams& ap) {
   CurrentDevice guard(q.device().index());
+  if (attention_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, ap)) return;  // cuDNN where it applies
   attn::Params p = attn::make_params(q, k, v, ap);
   p.out = out.data_ptr();
   p.dout = dout.data_ptr();

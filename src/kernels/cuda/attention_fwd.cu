@@ -23,6 +23,7 @@
 // Expected speed on an H200 (mma.sync peaks near 2/3 of the wgmma rate, ~660 TFLOP/s): about
 // 250-350 TFLOP/s for causal D = 128 at T = 2048, somewhat less for D = 64 (more softmax per FLOP).
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/attention_kernel.h"
 
@@ -245,6 +246,7 @@ namespace {
 void attention_forward_cuda(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                             const AttentionParams& ap) {
   CurrentDevice guard(q.device().index());
+  if (attention_forward_cudnn(out, lse, q, k, v, ap)) return;  // cuDNN's fused engine where it applies
   attn::Params p = attn::make_params(q, k, v, ap);
   p.o = out.data_ptr();
   attn::set_strides(p.w_sb, p.w_sh, p.w_sn, out);
