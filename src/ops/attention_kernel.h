@@ -24,8 +24,10 @@
 // Backward (FlashAttention-2, P recomputed from lse): Dl_i = dout_i . out_i,  dp_ij = dout_i . v_j,
 //   ds_ij = p_ij (dp_ij - Dl_i),  dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,
 //   dv_j = sum_i p_ij dout_i.
-// Accumulation is float (double for float64); results round once to T. Every sum runs in an order
-// fixed by the shapes alone (no atomics), so both directions are deterministic on every device.
+// Accumulation is float (double for float64); results round once to T. Tessera's own kernels run every
+// sum in an order fixed by the shapes alone (no atomics). On the GPU, where cuDNN's fused engines take
+// the case (kernels/cuda/attention_cudnn.h), the backward adds dQ with float atomics unless the
+// determinism switch is on (then cuDNN's deterministic graph, or tessera's kernels).
 #pragma once
 #include <cstdint>
 

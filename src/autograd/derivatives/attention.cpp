@@ -1,9 +1,10 @@
 // Derivative of the flash attention op (ops/attention_ops.h). Recorded inputs {q, k, v}, output
 // {out}; attrs.tensors = {lse}, attrs.ints = {is_causal}, attrs.scalars = {scale}.
 //
-// A plain backward calls the fused backward op (P recomputed from lse; deterministic). When the
-// backward must itself be differentiable (grad mode on during backward: create_graph), the gradient
-// is written with tessera ops instead (it materializes the (L, S) probabilities):
+// A plain backward calls the fused backward op (P recomputed from lse; deterministic under the
+// determinism switch). When the backward must itself be differentiable (grad mode on during
+// backward: create_graph), the gradient is written with tessera ops instead (it materializes the
+// (L, S) probabilities):
 //   P = softmax(scale q k^T, masked),  dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(P dP)),
 //   dQ = scale dS K,  dK = scale dS^T Q
 // (rowsum(P dP) = rowsum(dO O), written in P so that its dependence on q, k, v is in the new graph).

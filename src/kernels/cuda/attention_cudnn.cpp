@@ -17,11 +17,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -74,19 +75,26 @@ CudnnTensorSpec scalar(int64_t uid) {
 }
 
 // The case a plan is for.
+// Plans are per thread (the thread's cuDNN handle builds and runs them: cuDNN does not promise that an
+// execution plan may run on two threads at once); the scale is a by-value input, not part of the graph.
 struct Key {
   bool backward = false;
+  std::thread::id thread;
   int device = 0;
   int dtype = 0;
-  bool causal = false, deterministic = false;
-  uint32_t scale_bits = 0;
+  bool causal = false, deterministic = false, benchmark = false;
   std::vector<int64_t> shape;    // B, H, L, S, D
   std::vector<int64_t> strides;  // every tensor's (B, H, N) strides, in argument order
   bool operator<(const Key& o) const {
-    return std::tie(backward, device, dtype, causal, deterministic, scale_bits, shape, strides) <
-           std::tie(o.backward, o.device, o.dtype, o.causal, o.deterministic, o.scale_bits, o.shape, o.strides);
+    return std::tie(backward, thread, device, dtype, causal, deterministic, benchmark, shape, strides) <
+           std::tie(o.backward, o.thread, o.device, o.dtype, o.causal, o.deterministic, o.benchmark, o.shape,
+                    o.strides);
   }
 };
+
+// At most this many cases get a plan; later new cases take tessera's kernels (each plan holds cuDNN
+// state, and a workload with ever-new shapes would otherwise build plans without end).
+constexpr size_t kMaxPlans = 1024;
 
 struct Entry {
   std::unique_ptr<CudnnPlan> plan;  // null: cuDNN declined the case
@@ -98,12 +106,12 @@ std::map<Key, std::shared_ptr<const Entry>> g_cache;
 Key make_key(bool backward, const AttentionParams& p, DType dtype, std::initializer_list<const Tensor*> tensors) {
   Key k;
   k.backward = backward;
+  k.thread = std::this_thread::get_id();
   k.device = tensors.begin()[0]->device().index();
   k.dtype = static_cast<int>(dtype);
   k.causal = p.causal;
   k.deterministic = backward && is_deterministic();
-  const float scale = static_cast<float>(p.scale);
-  std::memcpy(&k.scale_bits, &scale, sizeof scale);
+  k.benchmark = cudnn_benchmark();
   k.shape = {p.batch, p.heads, p.q_len, p.kv_len, p.head_dim};
   for (const Tensor* t : tensors)
     for (int d = 0; d < 3; ++d) k.strides.push_back(t->stride(d));
@@ -111,12 +119,19 @@ Key make_key(bool backward, const AttentionParams& p, DType dtype, std::initiali
 }
 
 // Whether the case is one cuDNN's attention engines may take at all (checked before any graph): the
-// switches, the dtype, head dims up to 128 in multiples of 8, 16-byte aligned tensors, sizes below
-// 2^31 elements, compute capability 8.0 or newer.
+// switches, the dtype, head dims up to 128 in multiples of 8, a cuDNN version without known problems,
+// at least 64 queries, 16-byte aligned tensors, sizes below 2^31 elements, compute capability 8.0+.
 bool eligible(DType dtype, const AttentionParams& p, std::initializer_list<const Tensor*> tensors) {
   if (!cudnn_sdp_enabled() || !flash_sdp_enabled()) return false;
   if (dtype != kFloat16 && dtype != kBFloat16) return false;
   if (p.head_dim % 8 != 0 || p.head_dim > 128) return false;
+  // cuDNN before 9.6 wants the backward's dQ accumulator zeroed by the caller, and 9.10.0 / 9.10.1
+  // have known bugs in 16-bit attention (its frontend refuses them): those take tessera's kernels.
+  const size_t version = cudnnGetVersion();
+  if (version < 90600 || version == 91000 || version == 91001) return false;
+  // Fewer than 64 queries (decoding with a KV cache: one query, a new length each step) take
+  // tessera's kernels: a plan per length would cost more to build than it saves.
+  if (p.q_len < 64) return false;
   // Past 2^31 elements (a tensor's span, or the virtual (B, H, L, S) scores) tessera's own kernels,
   // which index in 64 bits, take the case.
   constexpr int64_t kLimit = int64_t(1) << 31;
@@ -147,13 +162,26 @@ std::shared_ptr<const Entry> entry_for(const Key& key, cudaStream_t stream, Buil
     if (it != g_cache.end()) return it->second;
   }
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone)
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) {
+    (void)cudaGetLastError();  // not this op's error to report later
     return nullptr;
+  }
+  if (capturing != cudaStreamCaptureStatusNone) return nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    if (g_cache.size() >= kMaxPlans) {
+      note_failure("the attention plan cache is full (" + std::to_string(kMaxPlans) + " cases)");
+      return nullptr;
+    }
+  }
   auto e = std::make_shared<Entry>();
   try {
     e->plan = build();
+  } catch (const NotImplementedError& err) {
+    note_failure(err.what());  // cuDNN's verdict on the case: cached
   } catch (const Error& err) {
-    note_failure(err.what());
+    note_failure(err.what());  // out of memory or the like: this call falls back, a later one retries
+    return nullptr;
   }
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   return g_cache.emplace(key, std::move(e)).first->second;
@@ -187,6 +215,7 @@ CudnnPlan::Timer make_timer(cudaStream_t stream, int64_t extra, const Launch& la
     } catch (const Error&) {
       ms = INFINITY;  // a candidate that fails to run is not chosen
     }
+    if (!std::isfinite(ms)) (void)cudaGetLastError();
     if (a != nullptr) (void)cudaEventDestroy(a);
     if (b != nullptr) (void)cudaEventDestroy(b);
     return ms;
@@ -208,6 +237,9 @@ CudnnPlan::Timer make_timer(cudaStream_t stream, int64_t extra, const Launch& la
 // scalars (scale, -inf, 1) are by-value float tensors handed over in the variant pack. softmax_sum
 // and dQ_accum are real tensors in the workspace (before the plan's own workspace): cuDNN 9.6 and
 // later do not need dQ_accum zeroed.
+
+// The masked scores' value: -inf from cuDNN 9.10 on, the lowest float before (as its frontend).
+float mask_value() { return cudnnGetVersion() >= 91000 ? -INFINITY : -std::numeric_limits<float>::max(); }
 
 // The causal mask of scores s (B, H, L, S) float: row >= col ? s : -inf.
 const CudnnDesc& causal_mask(CudnnGraphBuilder& g, const CudnnDesc& s, const std::vector<int64_t>& dims) {
@@ -349,7 +381,7 @@ bool attention_forward_cudnn(const Tensor& out, const Tensor& lse, const Tensor&
   const Key key = make_key(false, p, q.dtype(), {&q, &k, &v, &out});
   cudnnHandle_t handle = cudnn_handle(stream);
   const cudnnDataType_t dt = cudnn_dtype(q.dtype(), "flash_attention_forward");
-  float scale = static_cast<float>(p.scale), neg_inf = -INFINITY;
+  float scale = static_cast<float>(p.scale), neg_inf = mask_value();
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
   std::vector<void*> ptrs = {q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), &scale, &neg_inf};
   if (!p.causal) {  // no mask: no -inf scalar in the graph
@@ -379,7 +411,7 @@ bool attention_backward_cudnn(const Tensor& dq, const Tensor& dk, const Tensor& 
   const cudnnDataType_t dt = cudnn_dtype(q.dtype(), "flash_attention_backward");
   // The workspace: dQ_accum (non-deterministic graph), softmax_sum, then the plan's own.
   const int64_t acc_bytes = dq_accum_bytes(p, key.deterministic), sum_bytes = softmax_sum_bytes(p);
-  float scale = static_cast<float>(p.scale), neg_inf = -INFINITY, one = 1.f;
+  float scale = static_cast<float>(p.scale), neg_inf = mask_value(), one = 1.f;
   std::vector<int64_t> uids = {kQ, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kScale, kNegInf, kOne, kSoftmaxSum};
   std::vector<void*> ptrs = {q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
                              dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), &scale, &neg_inf, &one,

@@ -127,7 +127,7 @@ void CudnnGraphBuilder::reduction(cudnnReduceTensorOp_t red, const CudnnDesc& x,
   rd.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &red)
       .set_dtype(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_DATA_FLOAT);
 #if CUDNN_VERSION >= 91100
-  rd.set_bool(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, false);  // as cuDNN's frontend sets it
+  if (cudnnGetVersion() >= 91100) rd.set_bool(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, false);  // as its frontend
 #endif
   rd.finalize();
   CudnnDesc op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
@@ -214,7 +214,7 @@ CudnnPlan::CudnnPlan(cudnnHandle_t handle, const CudnnDesc& graph, bool determin
     std::vector<CudnnDesc> cfgs;
     try {
       cfgs = heuristic_configs(graph, mode);
-    } catch (const Error&) {
+    } catch (const NotImplementedError&) {
       continue;  // no heuristics of this mode for the graph
     }
     for (const CudnnDesc& cfg : cfgs) {
@@ -229,10 +229,11 @@ CudnnPlan::CudnnPlan(cudnnHandle_t handle, const CudnnDesc& graph, bool determin
       cand.plan_.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
           .set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg);
       const cudnnStatus_t st = cudnnBackendFinalize(cand.plan_.get());
-      if (st != CUDNN_STATUS_SUCCESS) {
+      if (cudnn_not_supported(st)) {
         note_tried(tried, index, cudnnGetErrorString(st));
         continue;
       }
+      TS_CUDNN_CHECK(st);  // anything else (out of memory, ...) is no verdict on the engine: raised
       int64_t n = 0;
       TS_CUDNN_CHECK(cudnnBackendGetAttribute(cand.plan_.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                               CUDNN_TYPE_INT64, 1, &n, &cand.workspace_));
@@ -249,9 +250,9 @@ CudnnPlan::CudnnPlan(cudnnHandle_t handle, const CudnnDesc& graph, bool determin
         *this = std::move(cand);
         timed_ = timed;
       }
-      if (timed_ >= max_candidates) return;
+      if (timed_ >= max_candidates && plan_.get() != nullptr) return;
     }
-    if (timed_ > 0) return;  // the fallback list only where mode A gave nothing that runs
+    if (plan_.get() != nullptr) return;  // the fallback list only where mode A gave nothing that runs
   }
   TS_CHECK(plan_.get() != nullptr, NotImplementedError, op, ": cuDNN has no engine for this graph (tried:",
            tried.empty() ? " none" : tried, ")");
