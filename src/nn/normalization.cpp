@@ -12,6 +12,7 @@
 #include "tessera/functions.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/init.h"
+#include "tessera/amp.h"
 #include "ops/autocast_hook.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/norm_ops.h"
@@ -80,12 +81,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   return std::get<0>(native_layer_norm(x, normalized_shape, or_undefined(weight), or_undefined(bias), eps));
 }
 
-std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
-                                          const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
-                                          double eps) {
-  if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("add_layer_norm", {&x, &residual, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c)
-      return add_layer_norm(c[0], c[1], normalized_shape, c.opt(2), c.opt(3), eps);
+namespace {
+std::tuple<Tensor, Tensor> add_layer_norm_impl(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                               const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                                               double eps, std::optional<DType> y_dtype) {
   const char* op = "add_layer_norm";
   check_input(op, x);
   check_input(op, residual);
@@ -93,8 +92,28 @@ std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residua
   check_affine(op, "weight", weight, normalized_shape);
   check_affine(op, "bias", bias, normalized_shape);
   auto [sum, y, mean, rstd] = native_add_layer_norm(x, residual, normalized_shape, or_undefined(weight),
-                                                    or_undefined(bias), eps);
+                                                    or_undefined(bias), eps, y_dtype);
   return {sum, y};
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                          const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                                          double eps) {
+  std::optional<DType> y_dtype;
+  if (autocast_pending()) [[unlikely]] {
+    // Note [Mixed add + layer norm] (ops/norm_kernel.h): the op's float32 policy for residual, weight and
+    // bias; the branch x stays in the autocast dtype (or float32) and is widened in the kernel, and y
+    // comes out in the autocast dtype, rounded once, as the next matmul would cast it.
+    if (AutocastArgs c("add_layer_norm", {&residual, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) {
+      const DType low = amp::get_autocast_dtype(c[0].device());
+      const bool eligible = x.defined() && is_floating_point(x.dtype()) && x.dtype() != kFloat64;
+      const Tensor xa = eligible && x.dtype() != low && x.dtype() != kFloat32 ? x.to(kFloat32) : x;
+      if (eligible && c[0].dtype() == kFloat32) y_dtype = low;
+      return add_layer_norm_impl(xa, c[0], normalized_shape, c.opt(1), c.opt(2), eps, y_dtype);
+    }
+  }
+  return add_layer_norm_impl(x, residual, normalized_shape, weight, bias, eps, y_dtype);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,

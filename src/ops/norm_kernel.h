@@ -56,16 +56,23 @@ extern KernelSlot<NormBackwardFn> norm_backward_kernel;
 // the unfused composition's. The backward is the layer norm backward of dy over the saved sum, plus
 // the incoming gradient of sum (dsum, added in S before the one rounding of dx):
 //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) + dsum
-// Layer norm only (NormParams::rms is false). Same invariants as above; x, residual, dsum (M, N) T
+// Layer norm only (NormParams::rms is false). Same invariants as above; x, residual, dsum (M, N)
 // contiguous; sum (M, N) T fresh.
+// Note [Mixed add + layer norm]: the form autocast runs in a transformer block, where x is the block's
+// 16-bit branch (the output of a matmul), residual and sum the float32 stream, and y the input of the
+// next matmul. With T = float32, x and y may both be of a 16-bit dtype L (bfloat16 or float16): x is
+// widened as it is read, y rounded once to L as it is stored (the value of the float32 y cast to L),
+// and in the backward dy may be of L, and dx_low (L) receives dx rounded to L, the gradient of x (the
+// float32 dx stays the residual's). One pass over the rows replaces four casts of (M, N) tensors per
+// norm: the branch up to float32, y down to L, and their gradients back.
 using AddNormForwardFn = void(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
                               const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                               const NormParams& p);
-// As NormBackwardFn with x the saved sum; dsum (M, N) T, or undefined (nothing added; always
-// undefined when dx is).
-using AddNormBackwardFn = void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                               const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                               const Tensor& weight, const NormParams& p);
+// As NormBackwardFn with x the saved sum; dsum (M, N) T, or undefined (nothing added); dx (T) and
+// dx_low (L, Note [Mixed add + layer norm]) each undefined when not wanted; dsum undefined when both are.
+using AddNormBackwardFn = void(const Tensor& dx, const Tensor& dx_low, const Tensor& dweight, const Tensor& dbias,
+                               const Tensor& dy, const Tensor& dsum, const Tensor& x, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& weight, const NormParams& p);
 
 extern KernelSlot<AddNormForwardFn> add_norm_forward_kernel;
 extern KernelSlot<AddNormBackwardFn> add_norm_backward_kernel;

@@ -144,9 +144,14 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   return {dx, dw, db};
 }
 
+namespace {
+bool is_16bit_float(DType d) { return d == kBFloat16 || d == kFloat16; }
+}  // namespace
+
 std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x, const Tensor& residual,
                                                                  const Shape& normalized_shape, const Tensor& weight,
-                                                                 const Tensor& bias, double eps) {
+                                                                 const Tensor& bias, double eps,
+                                                                 std::optional<DType> y_dtype) {
   const char* op = "add_layer_norm";
   OpScope scope("native_add_layer_norm", {&x, &residual, &weight, &bias});
   const RowView v = row_view(op, x, normalized_shape);
@@ -159,23 +164,31 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x
   check_param(op, "bias", bias, normalized_shape);
   check_same_device(op, {&x, &residual, &weight, &bias});
   const DType d = result_type(x, residual);
-  Tensor xc = kernel_arg(x, d), rc = kernel_arg(residual, d), w = kernel_arg(weight, d), b = kernel_arg(bias, d);
+  const DType yd = y_dtype.value_or(d);
+  TS_CHECK(is_floating_point(yd), DTypeError, op, ": expected a floating-point dtype for y, got ", dtype_name(yd));
+  // Note [Mixed add + layer norm]: a float32 sum with a 16-bit y of the dtype of one operand reads that
+  // operand in its own dtype (as the kernel's x: the sum commutes) and rounds y once in the kernel.
+  const bool mixed = d == kFloat32 && is_16bit_float(yd) && (x.dtype() == yd || residual.dtype() == yd);
+  const bool swap = mixed && x.dtype() != yd;
+  const Tensor& a = swap ? residual : x;
+  const Tensor& r = swap ? x : residual;
+  Tensor xc = kernel_arg(a, mixed ? yd : d), rc = kernel_arg(r, d), w = kernel_arg(weight, d), b = kernel_arg(bias, d);
   Tensor sum = make_empty(x.sizes(), d, x.device());
-  Tensor y = make_empty(x.sizes(), d, x.device());
+  Tensor y = make_empty(x.sizes(), mixed ? yd : d, x.device());
   Tensor mean = make_empty(v.stat_shape, stat_dtype(d), x.device());
   Tensor rstd = make_empty(v.stat_shape, stat_dtype(d), x.device());
   add_norm_forward_kernel(x.device(), sum, y, mean, rstd, xc, rc, w, b, NormParams{v.rows, v.cols, eps, false});
+  if (y.dtype() != yd) y = cast_to(y, yd);
   if (should_record({&x, &residual, &weight, &bias}))
     record_op("native_add_layer_norm", {x, residual, weight, bias}, {sum, y},
               norm_attrs(normalized_shape, eps, {mean, rstd, weight, bias}));
   return {sum, y, mean, rstd};
 }
 
-std::tuple<Tensor, Tensor, Tensor> native_add_layer_norm_backward(const Tensor& grad_y, const Tensor& grad_sum,
-                                                                  const Tensor& sum, const Shape& normalized_shape,
-                                                                  const Tensor& mean, const Tensor& rstd,
-                                                                  const Tensor& weight, const Tensor& bias,
-                                                                  std::array<bool, 3> output_mask) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm_backward(
+    const Tensor& grad_y, const Tensor& grad_sum, const Tensor& sum, const Shape& normalized_shape, const Tensor& mean,
+    const Tensor& rstd, const Tensor& weight, const Tensor& bias, std::array<bool, 4> output_mask,
+    std::optional<DType> low_dtype) {
   const char* op = "add_layer_norm_backward";
   OpScope scope(op, {&grad_y, &grad_sum, &sum, &mean, &rstd, &weight, &bias});
   const RowView v = row_view(op, sum, normalized_shape);
@@ -186,16 +199,26 @@ std::tuple<Tensor, Tensor, Tensor> native_add_layer_norm_backward(const Tensor& 
   check_param(op, "weight", weight, normalized_shape);
   check_param(op, "bias", bias, normalized_shape);
   check_same_device(op, {&sum, &grad_y, &grad_sum, &mean, &rstd, &weight, &bias});
+  TS_CHECK(!output_mask[1] || low_dtype.has_value(), ValueError, op,
+           ": the low-precision gradient was asked for without its dtype");
+  TS_CHECK(!low_dtype || is_floating_point(*low_dtype), DTypeError, op,
+           ": expected a floating-point dtype for the low-precision gradient, got ", dtype_name(*low_dtype));
   const DType d = sum.dtype();
+  // Note [Mixed add + layer norm]: the kernel reads a 16-bit grad_y and writes the low gradient itself.
+  const bool mixed = output_mask[1] && d == kFloat32 && is_16bit_float(*low_dtype) && grad_y.dtype() == *low_dtype;
   Tensor dx = output_mask[0] ? make_empty(sum.sizes(), d, sum.device()) : Tensor();
-  Tensor dw = output_mask[1] && weight.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
-  Tensor db = output_mask[2] && bias.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
-  if (!dx.defined() && !dw.defined() && !db.defined()) return {dx, dw, db};
-  Tensor dadd = dx.defined() ? kernel_arg(grad_sum, d) : Tensor();
-  add_norm_backward_kernel(sum.device(), dx, dw, db, kernel_arg(grad_y, d), dadd, kernel_arg(sum, d),
-                           kernel_arg(mean, mean.dtype()), kernel_arg(rstd, rstd.dtype()), kernel_arg(weight, d),
-                           NormParams{v.rows, v.cols, 0.0, false});
-  return {dx, dw, db};
+  Tensor dx_low = mixed ? make_empty(sum.sizes(), *low_dtype, sum.device()) : Tensor();
+  // Otherwise the low gradient is dx cast.
+  Tensor dx_full = !dx.defined() && output_mask[1] && !mixed ? make_empty(sum.sizes(), d, sum.device()) : dx;
+  Tensor dw = output_mask[2] && weight.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
+  Tensor db = output_mask[3] && bias.defined() ? make_empty(normalized_shape, d, sum.device()) : Tensor();
+  if (!dx_full.defined() && !dx_low.defined() && !dw.defined() && !db.defined()) return {dx, dx_low, dw, db};
+  Tensor dadd = dx_full.defined() || dx_low.defined() ? kernel_arg(grad_sum, d) : Tensor();
+  add_norm_backward_kernel(sum.device(), dx_full, dx_low, dw, db, kernel_arg(grad_y, mixed ? *low_dtype : d), dadd,
+                           kernel_arg(sum, d), kernel_arg(mean, mean.dtype()), kernel_arg(rstd, rstd.dtype()),
+                           kernel_arg(weight, d), NormParams{v.rows, v.cols, 0.0, false});
+  if (output_mask[1] && !mixed) dx_low = cast_to(dx_full, *low_dtype);
+  return {dx, dx_low, dw, db};
 }
 
 std::tuple<Tensor, Tensor> native_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

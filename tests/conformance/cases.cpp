@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/philox.h"
+#include "tessera/amp.h"
 
 namespace tessera::conformance {
 namespace {
@@ -490,6 +491,14 @@ void normalization(Builder& b) {
   // The fused ops of a transformer step against PyTorch's unfused composition.
   b.add("add_layer_norm", "affine", {N({4, 3, 10}), N({4, 3, 10}, kFloat32, 2), N({10}, kFloat32, 3), N({10}, kFloat32, 4)},
         "(x[0] + x[1], F.layer_norm(x[0] + x[1], (10,), x[2], x[3]))", [](const V& x) {
+          auto [s, y] = F::add_layer_norm(x[0], x[1], {10}, x[2], x[3]);
+          return V{s, y};
+        }, red);
+  // Under autocast (Note [Mixed add + layer norm]): a bfloat16 branch, the float32 stream, y in bfloat16.
+  b.add("add_layer_norm", "autocast_bf16",
+        {N({4, 3, 10}, kBFloat16), N({4, 3, 10}, kFloat32, 2), N({10}, kFloat32, 3), N({10}, kFloat32, 4)},
+        "(x[0].float() + x[1], F.layer_norm(x[0].float() + x[1], (10,), x[2], x[3]).bfloat16())", [](const V& x) {
+          amp::autocast guard(x[0].device(), kBFloat16);
           auto [s, y] = F::add_layer_norm(x[0], x[1], {10}, x[2], x[3]);
           return V{s, y};
         }, red);

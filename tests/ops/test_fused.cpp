@@ -114,13 +114,93 @@ TEST(OpsFused, AddLayerNormLowPrecisionAndPromotion) {
   EXPECT_TRUE(all_close(y, F::layer_norm(x + r, {8}), {1e-6, 1e-6}));
 }
 
-TEST(OpsFused, AddLayerNormAutocastRunsInFloat32) {
+// Note [Mixed add + layer norm]: {sum, y, dx, dresidual, dweight, dbias} of the mixed form (a 16-bit
+// branch x, float32 residual and parameters, under autocast: y in the low dtype) or of the float32 op
+// between explicit casts (what autocast ran before).
+std::vector<ts::Tensor> add_ln_mixed(bool mixed, ts::DType low, const ts::Tensor& x0, const ts::Tensor& r0,
+                                     const ts::Tensor& w0, const ts::Tensor& b0, const ts::Shape& ns) {
+  ts::Tensor x = leaf(x0), r = leaf(r0), w = leaf(w0), b = leaf(b0);
+  ts::Tensor s, y;
+  if (mixed) {
+    ts::amp::autocast guard(ts::Device("cpu"), low);
+    std::tie(s, y) = F::add_layer_norm(x, r, ns, opt(w), opt(b), 1e-5);
+  } else {
+    std::tie(s, y) = F::add_layer_norm(x.to(ts::kFloat32), r, ns, opt(w), opt(b), 1e-5);
+    y = y.to(low);
+  }
+  std::vector<ts::Tensor> out{s, y};
+  for (const ts::Tensor& g : grads_of({s, y}, {x, r, w, b}, 81)) out.push_back(g);
+  return out;
+}
+
+TEST(OpsFused, AddLayerNormMixedEqualsCastsBitwise) {
+  for (ts::DType low : {ts::kBFloat16, ts::kFloat16}) {
+    for (const ts::Shape& sz : std::vector<ts::Shape>{{6, 33}, {3, 4096}, {4, 1}, {2, 3, 8}}) {
+      const ts::Shape ns{sz.back()};
+      for (int affine = 0; affine < 4; ++affine) {
+        ts::Tensor x = test_data(sz, low, 21).reshape(sz);
+        ts::Tensor r = test_data(sz, ts::kFloat32, 22).reshape(sz);
+        ts::Tensor w = affine & 1 ? test_data(ns, ts::kFloat32, 23).reshape(ns) : ts::Tensor();
+        ts::Tensor b = affine & 2 ? test_data(ns, ts::kFloat32, 24).reshape(ns) : ts::Tensor();
+        const std::string what = ts::detail::str_cat(ts::dtype_name(low), " ", sz, " affine ", affine);
+        auto m = add_ln_mixed(true, low, x, r, w, b, ns);
+        auto ref = add_ln_mixed(false, low, x, r, w, b, ns);
+        const ts::DType want[6] = {ts::kFloat32, low, low, ts::kFloat32, ts::kFloat32, ts::kFloat32};
+        for (size_t i = 0; i < m.size(); ++i) {
+          ASSERT_EQ(m[i].defined(), ref[i].defined()) << what << " #" << i;
+          if (!m[i].defined()) continue;
+          EXPECT_EQ(m[i].dtype(), want[i]) << what << " #" << i;
+          EXPECT_TRUE(ts::equal(m[i], ref[i])) << what << " #" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(OpsFused, AddLayerNormAutocast) {
+  // Both bfloat16: the residual goes to float32, the branch is read as it is, y comes out in bfloat16.
   ts::Tensor x = test_data({4, 16}, ts::kBFloat16, 11).reshape({4, 16});
   ts::Tensor r = test_data({4, 16}, ts::kBFloat16, 12).reshape({4, 16});
-  ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
-  auto [s, y] = F::add_layer_norm(x, r, {16});
+  ts::Tensor s, y;
+  {
+    ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
+    std::tie(s, y) = F::add_layer_norm(x, r, {16});
+  }
   EXPECT_EQ(s.dtype(), ts::kFloat32);
+  EXPECT_EQ(y.dtype(), ts::kBFloat16);
+  auto [s32, y32] = F::add_layer_norm(x.to(ts::kFloat32), r.to(ts::kFloat32), {16});
+  EXPECT_TRUE(ts::equal(s, s32));
+  EXPECT_TRUE(ts::equal(y, y32.to(ts::kBFloat16)));
+  // A float16 branch under bfloat16 autocast is widened first; float64 stays float64 (no y dtype).
+  {
+    ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
+    auto [s16, y16] = F::add_layer_norm(x.to(ts::kFloat16), r, {16});
+    EXPECT_EQ(s16.dtype(), ts::kFloat32);
+    EXPECT_EQ(y16.dtype(), ts::kBFloat16);
+    auto [s64, y64] = F::add_layer_norm(x.to(ts::kFloat64), r, {16});
+    EXPECT_EQ(s64.dtype(), ts::kFloat64);
+    EXPECT_EQ(y64.dtype(), ts::kFloat64);
+  }
+}
+
+TEST(OpsFused, AddLayerNormOpYDtypeAndLowGradient) {
+  ts::Tensor x = test_data({3, 8}, ts::kFloat64, 31).reshape({3, 8});
+  ts::Tensor r = test_data({3, 8}, ts::kFloat64, 32).reshape({3, 8});
+  // A y dtype the kernel does not write itself: y is cast from sum's dtype.
+  auto [s, y, mean, rstd] = ts::native_add_layer_norm(x, r, {8}, ts::Tensor(), ts::Tensor(), 1e-5, ts::kFloat32);
+  auto [s64, y64, m64, r64] = ts::native_add_layer_norm(x, r, {8}, ts::Tensor(), ts::Tensor(), 1e-5);
   EXPECT_EQ(y.dtype(), ts::kFloat32);
+  EXPECT_TRUE(ts::equal(y, y64.to(ts::kFloat32)));
+  // The low gradient of a float64 sum: dsum cast.
+  ts::Tensor gy = test_data({3, 8}, ts::kFloat64, 33).reshape({3, 8});
+  auto [d, dl, dw, db] = ts::native_add_layer_norm_backward(gy, ts::Tensor(), s64, {8}, m64, r64, ts::Tensor(),
+                                                            ts::Tensor(), {true, true, false, false}, ts::kFloat16);
+  EXPECT_EQ(dl.dtype(), ts::kFloat16);
+  EXPECT_TRUE(ts::equal(dl, d.to(ts::kFloat16)));
+  EXPECT_THROW(ts::native_add_layer_norm_backward(gy, ts::Tensor(), s64, {8}, m64, r64, ts::Tensor(), ts::Tensor(),
+                                                  {false, true, false, false}),
+               ts::ValueError);
+  EXPECT_THROW(ts::native_add_layer_norm(x, r, {8}, ts::Tensor(), ts::Tensor(), 1e-5, ts::kInt32), ts::DTypeError);
 }
 
 TEST(OpsFused, AddLayerNormGradcheckFloat64) {

@@ -44,7 +44,10 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
 // The residual add fused with layer norm: -> (sum, layer_norm(sum)) with sum = x + residual (same
-// sizes; the promoted dtype), in one pass over x and residual. Float32 under autocast, as layer_norm.
+// sizes; the promoted dtype), in one pass over x and residual. Under autocast (a transformer block's
+// x + branch, then the next matmul): residual, weight and bias in float32, x read in its own dtype
+// (the autocast dtype, or float32), sum and the statistics in float32, and layer_norm(sum) returned
+// in the autocast dtype, rounded once: the value the next matmul would cast it to.
 std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
                                           const std::optional<Tensor>& weight = std::nullopt,
                                           const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);

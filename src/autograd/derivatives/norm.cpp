@@ -14,9 +14,11 @@
 // native_add_layer_norm (inputs {x, residual, weight, bias}, outputs {sum, y}; only the output sum
 // is saved, weight and bias come from attrs.tensors = {mean, rstd, weight, bias}): x and residual both
 // get dsum = g_sum + the layer norm gradient of g_y over sum; the fused backward op adds g_sum in the
-// kernel. The composite path differentiates through the saved sum, whose history (this node) carries
+// kernel, and rounds it to the dtype of a 16-bit input there too (Note [Mixed add + layer norm]).
+// The composite path differentiates through the saved sum, whose history (this node) carries
 // the second-order gradient on to x and residual.
 #include <array>
+#include <optional>
 #include <tuple>
 
 #include "autograd/derivatives/derivatives.h"
@@ -98,24 +100,28 @@ V rms_norm_back(const BackwardContext& c, const V& g) {
 }
 
 V add_layer_norm_back(const BackwardContext& c, const V& g) {
-  const bool need_sum = needs(c, 0) || needs(c, 1);
+  const bool need_x = needs(c, 0), need_r = needs(c, 1);
   const Tensor& sum = c.outputs[0];
   const Tensor& weight = c.attrs.tensors.at(2);
   const Tensor& bias = c.attrs.tensors.at(3);
-  Tensor dsum, dw, db;
   if (is_grad_enabled()) {
     const DType cd = compute_dtype(sum.dtype());
     V d = composite_grads(sum.to(cd), weight, g[1], c.attrs.ints, c.attrs.scalars.at(0).to_double(), false,
-                          {need_sum, needs(c, 2), needs(c, 3)});
-    if (need_sum) dsum = d[0] + g[0].to(cd);
-    dw = d[1];
-    db = d[2];
-  } else {
-    std::tie(dsum, dw, db) =
-        native_add_layer_norm_backward(g[1], g[0], sum, c.attrs.ints, c.attrs.tensors.at(0), c.attrs.tensors.at(1),
-                                       weight, bias, {need_sum, needs(c, 2), needs(c, 3)});
+                          {need_x || need_r, needs(c, 2), needs(c, 3)});
+    Tensor dsum = need_x || need_r ? d[0] + g[0].to(cd) : Tensor();
+    return {need_x ? dsum : Tensor(), need_r ? dsum : Tensor(), d[1], d[2]};
   }
-  return {needs(c, 0) ? dsum : Tensor(), needs(c, 1) ? dsum : Tensor(), dw, db};
+  // An input of another dtype than sum (the 16-bit branch under autocast) gets its gradient rounded to
+  // its dtype in the same kernel (Note [Mixed add + layer norm]); the engine casts any other.
+  const DType sd = sum.dtype(), dx_dtype = c.input_meta[0].dtype, dr_dtype = c.input_meta[1].dtype;
+  std::optional<DType> low;
+  if (need_x && dx_dtype != sd) low = dx_dtype;
+  else if (need_r && dr_dtype != sd) low = dr_dtype;
+  const bool x_low = need_x && low && dx_dtype == *low, r_low = need_r && low && dr_dtype == *low;
+  auto [dsum, dsum_low, dw, db] = native_add_layer_norm_backward(
+      g[1], g[0], sum, c.attrs.ints, c.attrs.tensors.at(0), c.attrs.tensors.at(1), weight, bias,
+      {(need_x && !x_low) || (need_r && !r_low), x_low || r_low, needs(c, 2), needs(c, 3)}, low);
+  return {need_x ? (x_low ? dsum_low : dsum) : Tensor(), need_r ? (r_low ? dsum_low : dsum) : Tensor(), dw, db};
 }
 
 }  // namespace

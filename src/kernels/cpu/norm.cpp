@@ -25,26 +25,27 @@ template <class T> T* mptr(const Tensor& t) { return t.defined() ? static_cast<T
 bool run_parallel(int64_t rows, int64_t work) { return rows > 1 && work > 16384; }
 
 // y = (x - mean) * rstd [* w] [+ b] for one row.
-template <class T, class A>
-void store_row(T* y, const T* x, const T* w, const T* b, int64_t n, A mu, A rs) {
+template <class T, class A, class TY>
+void store_row(TY* y, const T* x, const T* w, const T* b, int64_t n, A mu, A rs) {
   if (w && b) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i)
-      y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]) + static_cast<A>(b[i]));
+      y[i] = static_cast<TY>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]) + static_cast<A>(b[i]));
   } else if (w) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]));
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<TY>((static_cast<A>(x[i]) - mu) * rs * static_cast<A>(w[i]));
   } else if (b) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs + static_cast<A>(b[i]));
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<TY>((static_cast<A>(x[i]) - mu) * rs + static_cast<A>(b[i]));
   } else {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>((static_cast<A>(x[i]) - mu) * rs);
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<TY>((static_cast<A>(x[i]) - mu) * rs);
   }
 }
 
-template <class T>
-void forward_rows(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w, const T* b, const NormParams& p) {
+// y of T, or of a 16-bit TY when T is float (Note [Mixed add + layer norm]).
+template <class T, class TY = T>
+void forward_rows(TY* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w, const T* b, const NormParams& p) {
   using A = acc_t<T>;
   const int64_t m = p.rows, n = p.cols;
   const A nn = static_cast<A>(n), eps = static_cast<A>(p.eps);
@@ -74,10 +75,11 @@ void forward_rows(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x, const T* w, 
   }
 }
 
-// dadd (M, N) or null: added to dx in A before its rounding (Note [Add + layer norm]).
-template <class T>
+// dadd (M, N) or null: added to dx in A before its rounding (Note [Add + layer norm]). dx_low (TL, or
+// null): dx rounded to TL (Note [Mixed add + layer norm]).
+template <class T, class TL = T>
 void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
-                   const T* w, const NormParams& p, const T* dadd = nullptr) {
+                   const T* w, const NormParams& p, const T* dadd = nullptr, TL* dx_low = nullptr) {
   using A = acc_t<T>;
   const int64_t m = p.rows, n = p.cols;
   const A nn = static_cast<A>(n);
@@ -93,12 +95,13 @@ void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>*
   for (int64_t blk = 0; blk < nblocks; ++blk) {
     A* pwr = dw ? pw.data() + blk * n : nullptr;
     A* pbr = db ? pb.data() + blk * n : nullptr;
+    std::vector<T> row_buf(dx_low && !dx ? static_cast<size_t>(n) : 0);  // dx's row when only dx_low is wanted
     const int64_t r1 = std::min(m, (blk + 1) * per_block);
     for (int64_t r = blk * per_block; r < r1; ++r) {
       const T* xr = x + r * n;
       const T* gr = dy + r * n;
       const A mu = mean ? mean[r] : A(0), rs = rstd[r];
-      if (dx) {
+      if (dx || dx_low) {
         A sg = 0, sgx = 0;
 #pragma omp simd reduction(+ : sg, sgx)
         for (int64_t i = 0; i < n; ++i) {
@@ -107,7 +110,7 @@ void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>*
           sgx += g * ((static_cast<A>(xr[i]) - mu) * rs);
         }
         const A mg = mean ? sg / nn : A(0), mgx = sgx / nn;
-        T* dxr = dx + r * n;
+        T* dxr = dx ? dx + r * n : row_buf.data();
         const T* ar = dadd ? dadd + r * n : nullptr;
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
@@ -115,6 +118,11 @@ void backward_rows(T* dx, T* dw, T* db, const T* dy, const T* x, const acc_t<T>*
           const A xh = (static_cast<A>(xr[i]) - mu) * rs;
           const A a = ar ? static_cast<A>(ar[i]) : A(0);
           dxr[i] = static_cast<T>(rs * (g - mg - xh * mgx) + a);
+        }
+        // A loop of its own, so that the one above compiles as the float32 op's (the same contractions).
+        if (dx_low) {
+          TL* dlr = dx_low + r * n;
+          for (int64_t i = 0; i < n; ++i) dlr[i] = static_cast<TL>(static_cast<A>(dxr[i]));
         }
       }
       if (pwr) {
@@ -159,23 +167,72 @@ void norm_backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& db
 }
 
 // Note [Add + layer norm]: sum = x + residual rounded to T, then the layer norm of the stored sum.
+// Note [Mixed add + layer norm]: with a float32 sum, x and y may be of a 16-bit L.
+template <class T, class L>
+void add_norm_forward_rows(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                           const Tensor& residual, const Tensor& weight, const Tensor& bias, const NormParams& p) {
+  using A = acc_t<T>;
+  T* s = mptr<T>(sum);
+  const L* xa = cptr<L>(x);
+  const T* ra = cptr<T>(residual);
+  const int64_t total = p.rows * p.cols;
+#pragma omp parallel for simd schedule(static) if (total > 65536)
+  for (int64_t i = 0; i < total; ++i) s[i] = static_cast<T>(static_cast<A>(xa[i]) + static_cast<A>(ra[i]));
+  forward_rows<T, L>(mptr<L>(y), mptr<A>(mean), mptr<A>(rstd), s, cptr<T>(weight), cptr<T>(bias), p);
+}
+
+// The 16-bit dtype L of a mixed call (x's and y's, or dy's and dx_low's), as a type tag for f.
+template <class F>
+void dispatch_low(DType d, const char* op, F&& f) {
+  if (d == kBFloat16) f(TypeTag<BFloat16>{});
+  else if (d == kFloat16) f(TypeTag<Half>{});
+  else TS_THROW(DTypeError, op, ": a float32 sum takes a bfloat16 or float16 branch, got ", dtype_name(d));
+}
+
 void add_norm_forward_cpu(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                           const Tensor& residual, const Tensor& weight, const Tensor& bias, const NormParams& p) {
+  if (x.dtype() != sum.dtype()) {
+    TS_CHECK(sum.dtype() == kFloat32 && y.dtype() == x.dtype(), DTypeError,
+             "add_layer_norm: a mixed call needs a float32 sum and x, y of one 16-bit dtype, got sum ",
+             dtype_name(sum.dtype()), ", x ", dtype_name(x.dtype()), ", y ", dtype_name(y.dtype()));
+    dispatch_low(x.dtype(), "add_layer_norm", [&]<class L>(TypeTag<L>) {
+      add_norm_forward_rows<float, L>(sum, y, mean, rstd, x, residual, weight, bias, p);
+    });
+    return;
+  }
   dispatch_floating(x.dtype(), "add_layer_norm", [&]<class T>(TypeTag<T>) {
-    using A = acc_t<T>;
-    T* s = mptr<T>(sum);
-    const T* xa = cptr<T>(x);
-    const T* ra = cptr<T>(residual);
-    const int64_t total = p.rows * p.cols;
-#pragma omp parallel for simd schedule(static) if (total > 65536)
-    for (int64_t i = 0; i < total; ++i) s[i] = static_cast<T>(static_cast<A>(xa[i]) + static_cast<A>(ra[i]));
-    forward_rows<T>(mptr<T>(y), mptr<A>(mean), mptr<A>(rstd), s, cptr<T>(weight), cptr<T>(bias), p);
+    add_norm_forward_rows<T, T>(sum, y, mean, rstd, x, residual, weight, bias, p);
   });
 }
 
-void add_norm_backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                           const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                           const Tensor& weight, const NormParams& p) {
+void add_norm_backward_cpu(const Tensor& dx, const Tensor& dx_low, const Tensor& dweight, const Tensor& dbias,
+                           const Tensor& dy, const Tensor& dsum, const Tensor& x, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& weight, const NormParams& p) {
+  if (dx_low.defined() || dy.dtype() != x.dtype()) {
+    const DType low = dx_low.defined() ? dx_low.dtype() : dy.dtype();
+    TS_CHECK(x.dtype() == kFloat32 && (dy.dtype() == kFloat32 || dy.dtype() == low), DTypeError,
+             "add_layer_norm_backward: a mixed call needs a float32 sum and dy of float32 or of dx_low's 16-bit "
+             "dtype, got sum ",
+             dtype_name(x.dtype()), ", dy ", dtype_name(dy.dtype()), ", dx_low ", dtype_name(low));
+    dispatch_low(low, "add_layer_norm_backward", [&]<class L>(TypeTag<L>) {
+      // A 16-bit dy is widened first: the row reductions then run (and vectorize) as the float32 op's,
+      // so every result is bitwise the float32 op's.
+      std::vector<float> wide;
+      const float* g = cptr<float>(dy);
+      if (dy.dtype() != kFloat32) {
+        const int64_t total = p.rows * p.cols;
+        wide.resize(static_cast<size_t>(total));
+        const L* src = cptr<L>(dy);
+#pragma omp parallel for simd schedule(static) if (total > 65536)
+        for (int64_t i = 0; i < total; ++i) wide[i] = static_cast<float>(src[i]);
+        g = wide.data();
+      }
+      backward_rows<float, L>(mptr<float>(dx), mptr<float>(dweight), mptr<float>(dbias), g, cptr<float>(x),
+                              cptr<float>(mean), cptr<float>(rstd), cptr<float>(weight), p, cptr<float>(dsum),
+                              mptr<L>(dx_low));
+    });
+    return;
+  }
   dispatch_floating(x.dtype(), "add_layer_norm_backward", [&]<class T>(TypeTag<T>) {
     using A = acc_t<T>;
     backward_rows<T>(mptr<T>(dx), mptr<T>(dweight), mptr<T>(dbias), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),

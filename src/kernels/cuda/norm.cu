@@ -27,7 +27,9 @@
 // residual the forward rounds x + residual to T as it loads (the register kernel writes the sum from
 // registers; the looped one in a first pass over the row, each thread reading back only the columns
 // it wrote), and every statistic, including the summing shift, comes from the rounded sum; the
-// backward adds dsum to dx before its rounding.
+// backward adds dsum to dx before its rounding. Its mixed form (Note [Mixed add + layer norm]) runs the
+// same kernels with a second element type TL for x and y (forward) and dy and dx_low (backward), and T
+// = float for the rest: x and dy widen as they load, y and dx_low round as they store.
 //
 // Note [Norm forward rows]: the register forward runs persistent (norm_fwd_pf_kernel): a grid of the
 // resident blocks walks the rows, each block loading its next row while the current one reduces and
@@ -87,6 +89,7 @@ struct BwdParams {
   const void* rstd = nullptr;
   const void* w = nullptr;  // (N) or null
   void* dx = nullptr;       // (M, N) or null (not wanted)
+  void* dxl = nullptr;      // (M, N) of TL: dx rounded to TL, or null (not wanted)
   const void* dadd = nullptr;  // (M, N) added to dx, or null
   void* pw = nullptr;       // A partials (P, N) of dweight, or null
   void* pb = nullptr;       // A partials (P, N) of dbias, or null
@@ -176,10 +179,10 @@ __device__ __forceinline__ dacc_t<T> rounded_sum(dacc_t<T> a, dacc_t<T> b) {
 
 // The row's summing shift: its first element (of the rounded sum with a residual). Every thread of the
 // row reads it from global memory, so no thread depends on another's store.
-template <class T>
-__device__ __forceinline__ dacc_t<T> row_shift(const T* xr, const T* rr, bool active, int64_t n) {
+template <class T, class TL>
+__device__ __forceinline__ dacc_t<T> row_shift(const TL* xr, const T* rr, bool active, int64_t n) {
   if (!active || n <= 0) return dacc_t<T>(0);
-  return rr ? rounded_sum<T>(load_acc(xr[0]), load_acc(rr[0])) : load_acc(xr[0]);
+  return rr ? rounded_sum<T>(load_acc(xr[0]), load_acc(rr[0])) : dacc_t<T>(load_acc(xr[0]));
 }
 
 // The row's mean (0 for RMS norm) and 1 / sqrt(var + eps) from its values in registers, in two
@@ -216,9 +219,9 @@ __device__ __forceinline__ void row_stats(const dacc_t<T> (&v)[K][V], dacc_t<T> 
   rs = A(1) / dev_sqrt(q[0] / nn + static_cast<A>(p.eps));
 }
 
-// Writes an active row's statistics and y = (v - mu) rs (* w) (+ b), w and b read from `ws` / `bs`
-// (global or shared memory) where p.w / p.b are set. Overwrites v.
-template <class T, int K, int V>
+// Writes an active row's statistics and y = (v - mu) rs (* w) (+ b) in TL, w and b read from `ws` /
+// `bs` (global or shared memory) where p.w / p.b are set. Overwrites v.
+template <class T, class TL, int K, int V>
 __device__ __forceinline__ void write_row(dacc_t<T> (&v)[K][V], int64_t row, dacc_t<T> mu, dacc_t<T> rs,
                                           const T* ws, const T* bs, const FwdParams& p, int n) {
   using A = dacc_t<T>;
@@ -228,7 +231,7 @@ __device__ __forceinline__ void write_row(dacc_t<T> (&v)[K][V], int64_t row, dac
     if (p.mean) static_cast<A*>(p.mean)[row] = mu;
     static_cast<A*>(p.rstd)[row] = rs;
   }
-  T* yr = static_cast<T*>(p.y) + row * p.cols;
+  TL* yr = static_cast<TL*>(p.y) + row * p.cols;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int s = tx + k * TX;
@@ -243,7 +246,7 @@ __device__ __forceinline__ void write_row(dacc_t<T> (&v)[K][V], int64_t row, dac
       if (has_b) o += bv[j];
       v[k][j] = o;
     }
-    store_slot<T, V>(yr, s, n, p.vec, v[k]);
+    store_slot<TL, V>(yr, s, n, p.vec, v[k]);
   }
 }
 
@@ -253,12 +256,12 @@ __device__ __forceinline__ void write_row(dacc_t<T> (&v)[K][V], int64_t row, dac
 // bf16): loading weight and bias before the reductions (97 registers, half the resident blocks: layer
 // norm 0.257 ms, RMS norm 0.190 ms) and the row kept raw in T with one merge of per-thread moments
 // instead of two reductions (0.164 / 0.125 ms), against 0.133 / 0.116 ms for this kernel.
-template <class T, int K, bool kResidual>
+template <class T, class TL, int K, bool kResidual>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
   __shared__ A smem[kRowScratch];
-  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const TL* __restrict__ x = static_cast<const TL*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
   const int n = static_cast<int>(p.cols);
@@ -267,11 +270,11 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
-    const T* xr = x + (active ? row : 0) * p.cols;
+    const TL* xr = x + (active ? row : 0) * p.cols;
     const T* rr = kResidual ? static_cast<const T*>(p.r) + (active ? row : 0) * p.cols : nullptr;
     A v[K][V];
 #pragma unroll
-    for (int k = 0; k < K; ++k) load_slot<T, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
+    for (int k = 0; k < K; ++k) load_slot<TL, V>(xr, tx + k * TX, n, p.vec, active, v[k]);
     if constexpr (kResidual) {
       T* sr = static_cast<T*>(p.s) + (active ? row : 0) * p.cols;
 #pragma unroll
@@ -283,30 +286,41 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_reg_kernel(Fwd
         if (active) store_slot<T, V>(sr, tx + k * TX, n, p.vec, v[k]);
       }
     }
-    const A shift = p.rms ? A(0) : row_shift<T>(xr, rr, active, n);
+    const A shift = p.rms ? A(0) : row_shift<T, TL>(xr, rr, active, n);
     A mu, rs;
     row_stats<T, K, V>(v, shift, p, n, smem, mu, rs);
     if (!active) continue;  // no barrier below
-    write_row<T, K, V>(v, row, mu, rs, w, b, p, n);
+    write_row<T, TL, K, V>(v, row, mu, rs, w, b, p, n);
   }
 }
 
-// A slot's 16 bytes as loaded, in the four 32-bit registers that one 16-byte load fills (a Vec of a
-// 16-bit T, merged from load_raw's two paths, would take a register per element).
-struct RawSlot {
-  uint32_t w[4];
+// A slot's V elements of T as loaded, in the 32-bit registers that one vector load fills (16 bytes for
+// a full slot of T; 8 for a slot of a 16-bit TL beside float's 4-element slots). A Vec of a 16-bit T,
+// merged from load_raw's two paths, would take a register per element.
+template <class T, int V>
+struct RawOf {
+  static_assert(sizeof(T) * V % 4 == 0, "a slot is whole 32-bit words");
+  uint32_t w[sizeof(T) * V / 4];
 };
 
 // Slot `s` of the row, raw (load_slot without the conversion): elements past the row (or of an invalid
 // row) are 0.
 template <class T, int V>
-__device__ __forceinline__ RawSlot load_raw(const T* __restrict__ row, int s, int n, bool vec, bool active) {
-  static_assert(sizeof(Vec<T, V>) == sizeof(RawSlot), "a slot is 16 bytes");
+__device__ __forceinline__ RawOf<T, V> load_raw(const T* __restrict__ row, int s, int n, bool vec, bool active) {
+  static_assert(sizeof(Vec<T, V>) == sizeof(RawOf<T, V>), "a slot is its raw words");
   const int e0 = s * V;
-  RawSlot r;
+  RawOf<T, V> r;
   if (active && vec && e0 < n) {
-    const uint4 u = *reinterpret_cast<const uint4*>(row + e0);
-    r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+    if constexpr (sizeof(r) == 16) {
+      const uint4 u = *reinterpret_cast<const uint4*>(row + e0);
+      r.w[0] = u.x, r.w[1] = u.y, r.w[2] = u.z, r.w[3] = u.w;
+    } else if constexpr (sizeof(r) == 8) {
+      const uint2 u = *reinterpret_cast<const uint2*>(row + e0);
+      r.w[0] = u.x, r.w[1] = u.y;
+    } else {
+      const Vec<T, V> raw = *reinterpret_cast<const Vec<T, V>*>(row + e0);
+      memcpy(&r, &raw, sizeof(r));
+    }
   } else {
     const T zero = convert<T>(dacc_t<T>(0));
     Vec<T, V> raw;
@@ -319,7 +333,7 @@ __device__ __forceinline__ RawSlot load_raw(const T* __restrict__ row, int s, in
 
 // Element j of a raw slot in compute precision.
 template <class T, int V>
-__device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
+__device__ __forceinline__ dacc_t<T> raw_acc(const RawOf<T, V>& r, int j) {
   Vec<T, V> raw;
   memcpy(&raw, &r, sizeof(r));
   return load_acc(raw.v[j]);
@@ -327,7 +341,7 @@ __device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
 
 // Persistent register kernel (Note [Norm forward rows]): the grid is at most the resident blocks, and
 // each block walks its rows with a grid stride. Right after converting the current row (and storing
-// its sum, with a residual) it loads the next row's slots raw (K RawSlots, of x and of r with a
+// its sum, with a residual) it loads the next row's slots raw (K RawOf slots, of x and of r with a
 // residual), so that those loads are in flight through the current row's reductions and stores,
 // where the one-row kernel leaves memory idle.
 // The row, slot and column mapping, the arithmetic and the summation order are norm_fwd_reg_kernel's,
@@ -347,7 +361,7 @@ __device__ __forceinline__ dacc_t<T> raw_acc(const RawSlot& r, int j) {
 // The bound for K <= 2 keeps 64 registers (4 blocks of 256 threads per SM, as the one-row kernel has);
 // without it ptxas takes 75 to 96 for the 16-bit residual instantiations, which with it spill 4 to 16
 // bytes.
-template <class T, int K, bool kResidual, bool kSmemWB>
+template <class T, class TL, int K, bool kResidual, bool kSmemWB>
 static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fwd_pf_kernel(FwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
@@ -355,7 +369,7 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
   extern __shared__ __align__(16) unsigned char norm_wb_smem[];
   __shared__ A static_scratch[kSmemWB ? 1 : kRowScratch];
   A* const smem = kSmemWB ? reinterpret_cast<A*>(norm_wb_smem) : static_scratch;
-  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const TL* __restrict__ x = static_cast<const TL*>(p.x);
   const T* __restrict__ r = static_cast<const T*>(p.r);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
@@ -363,14 +377,15 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
   const int tx = threadIdx.x, TX = blockDim.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
-  RawSlot nx[K], nr[kResidual ? K : 1];  // the next row, raw
+  RawOf<TL, V> nx[K];  // the next row, raw
+  RawOf<T, V> nr[kResidual ? K : 1];
   {
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
     const int64_t off = (active ? row : 0) * p.cols;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      nx[k] = load_raw<T, V>(x + off, tx + k * TX, n, p.vec, active);
+      nx[k] = load_raw<TL, V>(x + off, tx + k * TX, n, p.vec, active);
       if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, active);
     }
   }
@@ -394,42 +409,42 @@ static __global__ __launch_bounds__(kMaxRowThreads, K <= 2 ? 2 : 1) void norm_fw
   for (; base < p.rows; base += step) {  // uniform
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
-    const T* xr = x + (active ? row : 0) * p.cols;
+    const TL* xr = x + (active ? row : 0) * p.cols;
     const T* rr = kResidual ? r + (active ? row : 0) * p.cols : nullptr;
     A v[K][V];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
 #pragma unroll
       for (int j = 0; j < V; ++j)
-        v[k][j] = kResidual ? rounded_sum<T>(raw_acc<T, V>(nx[k], j), raw_acc<T, V>(nr[k], j))
-                            : raw_acc<T, V>(nx[k], j);
+        v[k][j] = kResidual ? rounded_sum<T>(raw_acc<TL, V>(nx[k], j), raw_acc<T, V>(nr[k], j))
+                            : A(raw_acc<TL, V>(nx[k], j));
       if (kResidual && active)
         store_slot<T, V>(static_cast<T*>(p.s) + row * p.cols, tx + k * TX, n, p.vec, v[k]);
     }
-    const A shift = p.rms ? A(0) : row_shift<T>(xr, rr, active, n);
+    const A shift = p.rms ? A(0) : row_shift<T, TL>(xr, rr, active, n);
     {  // the next row's loads, in flight until the next iteration
       const int64_t next = row + step;
       const bool nactive = next < p.rows;
       const int64_t off = (nactive ? next : 0) * p.cols;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        nx[k] = load_raw<T, V>(x + off, tx + k * TX, n, p.vec, nactive);
+        nx[k] = load_raw<TL, V>(x + off, tx + k * TX, n, p.vec, nactive);
         if constexpr (kResidual) nr[k] = load_raw<T, V>(r + off, tx + k * TX, n, p.vec, nactive);
       }
     }
     A mu, rs;
     row_stats<T, K, V>(v, shift, p, n, smem, mu, rs);
     if (!active) continue;  // no barrier below
-    write_row<T, K, V>(v, row, mu, rs, kSmemWB ? sw : w, kSmemWB ? sb : b, p, n);
+    write_row<T, TL, K, V>(v, row, mu, rs, kSmemWB ? sw : w, kSmemWB ? sb : b, p, n);
   }
 }
 
 // Looped kernel: any N, three passes over the row (the later ones mostly from L2).
-template <class T>
+template <class T, class TL>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(FwdParams p) {
   using A = dacc_t<T>;
   __shared__ A smem[kRowScratch];
-  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const TL* __restrict__ x = static_cast<const TL*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const T* __restrict__ b = static_cast<const T*>(p.b);
   const int64_t n = p.cols;
@@ -438,27 +453,29 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(Fw
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {  // uniform
     const int64_t row = base + threadIdx.y;
     const bool active = row < p.rows;
-    const T* xr = x + (active ? row : 0) * n;
+    const TL* xr = x + (active ? row : 0) * n;
     const T* rr = p.r ? static_cast<const T*>(p.r) + (active ? row : 0) * n : nullptr;
-    const A shift = row_shift<T>(xr, rr, active, n);
-    if (rr) {  // uniform: the sum first; the passes below read it back (each thread its own columns)
-      T* sr = static_cast<T*>(p.s) + (active ? row : 0) * n;
+    const A shift = row_shift<T, TL>(xr, rr, active, n);
+    const T* sr = nullptr;  // with a residual, the passes below read the sum back
+    if (rr) {  // uniform: the sum first (each thread reads back only its own columns)
+      T* sw = static_cast<T*>(p.s) + (active ? row : 0) * n;
       if (active)
-        for (int64_t c = tx; c < n; c += TX) sr[c] = convert<T>(load_acc(xr[c]) + load_acc(rr[c]));
-      xr = sr;
+        for (int64_t c = tx; c < n; c += TX) sw[c] = convert<T>(A(load_acc(xr[c])) + load_acc(rr[c]));
+      sr = sw;
     }
+    auto at = [&](int64_t c) -> A { return sr ? A(load_acc(sr[c])) : A(load_acc(xr[c])); };
     A mu = 0;
     if (!p.rms) {
       A s[1] = {0};
       if (active)
-        for (int64_t c = tx; c < n; c += TX) s[0] += load_acc(xr[c]) - shift;
+        for (int64_t c = tx; c < n; c += TX) s[0] += at(c) - shift;
       row_allreduce(s, smem);
       mu = shift + s[0] / static_cast<A>(n);
     }
     A q[1] = {0};
     if (active)
       for (int64_t c = tx; c < n; c += TX) {
-        const A d = load_acc(xr[c]) - mu;
+        const A d = at(c) - mu;
         q[0] += d * d;
       }
     row_allreduce(q, smem);
@@ -468,12 +485,12 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(Fw
       if (p.mean) static_cast<A*>(p.mean)[row] = mu;
       static_cast<A*>(p.rstd)[row] = rs;
     }
-    T* yr = static_cast<T*>(p.y) + row * n;
+    TL* yr = static_cast<TL*>(p.y) + row * n;
     for (int64_t c = tx; c < n; c += TX) {
-      A o = (load_acc(xr[c]) - mu) * rs;
+      A o = (at(c) - mu) * rs;
       if (w) o *= load_acc(w[c]);
       if (b) o += load_acc(b[c]);
-      yr[c] = convert<T>(o);
+      yr[c] = convert<TL>(o);
     }
   }
 }
@@ -484,12 +501,12 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_fwd_loop_kernel(Fw
 // kPrefetch (Note [Norm backward prefetch]): each thread loads its next row's x and dy slots raw right
 // after converting the current row's, so that they are in flight through the current row's
 // reductions and stores; the arithmetic and its order are unchanged.
-template <class T, int K, bool kPrefetch>
+template <class T, class TL, int K, bool kPrefetch>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(BwdParams p) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
   __shared__ A smem[kRowScratch];
-  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const TL* __restrict__ dy = static_cast<const TL*>(p.dy);
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const A* __restrict__ mean = static_cast<const A*>(p.mean);
@@ -504,14 +521,15 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
 #pragma unroll
     for (int j = 0; j < V; ++j) aw[k][j] = ab[k][j] = A(0);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-  RawSlot nx[kPrefetch ? K : 1], ndy[kPrefetch ? K : 1];  // the next row, raw
+  RawOf<T, V> nx[kPrefetch ? K : 1];  // the next row, raw
+  RawOf<TL, V> ndy[kPrefetch ? K : 1];
   auto load_next = [&](int64_t next) {
     const bool nactive = next < p.rows;
     const int64_t noff = (nactive ? next : 0) * p.cols;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       nx[k] = load_raw<T, V>(x + noff, tx + k * TX, n, p.vec, nactive);
-      ndy[k] = load_raw<T, V>(dy + noff, tx + k * TX, n, p.vec, nactive);
+      ndy[k] = load_raw<TL, V>(dy + noff, tx + k * TX, n, p.vec, nactive);
     }
   };
   if constexpr (kPrefetch) load_next(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y);
@@ -526,14 +544,14 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           xh[k][j] = raw_acc<T, V>(nx[k], j);
-          g[k][j] = raw_acc<T, V>(ndy[k], j);
+          g[k][j] = raw_acc<TL, V>(ndy[k], j);
         }
       load_next(row + step);  // in flight until the next iteration
     } else {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         load_slot<T, V>(x + off, tx + k * TX, n, p.vec, active, xh[k]);
-        load_slot<T, V>(dy + off, tx + k * TX, n, p.vec, active, g[k]);
+        load_slot<TL, V>(dy + off, tx + k * TX, n, p.vec, active, g[k]);
       }
     }
     const A mu = active && mean ? mean[row] : A(0);
@@ -554,11 +572,12 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
         sums[1] += g[k][j] * xh[k][j];
       }
     }
-    if (p.dx == nullptr) continue;  // uniform
+    if (p.dx == nullptr && p.dxl == nullptr) continue;  // uniform
     row_allreduce(sums, smem);
     if (!active) continue;
     const A mg = p.mean ? sums[0] / nn : A(0), mgx = sums[1] / nn;
-    T* dxr = static_cast<T*>(p.dx) + row * p.cols;
+    T* dxr = p.dx ? static_cast<T*>(p.dx) + row * p.cols : nullptr;
+    TL* dlr = p.dxl ? static_cast<TL*>(p.dxl) + row * p.cols : nullptr;
     const T* ar = p.dadd ? static_cast<const T*>(p.dadd) + row * p.cols : nullptr;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -566,7 +585,8 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
       load_slot<T, V>(ar, tx + k * TX, n, p.vec, ar != nullptr, av);
 #pragma unroll
       for (int j = 0; j < V; ++j) g[k][j] = rs * (g[k][j] - mg - xh[k][j] * mgx) + av[j];
-      store_slot<T, V>(dxr, tx + k * TX, n, p.vec, g[k]);
+      if (dxr) store_slot<T, V>(dxr, tx + k * TX, n, p.vec, g[k]);
+      if (dlr) store_slot<TL, V>(dlr, tx + k * TX, n, p.vec, g[k]);  // T = A = float: dx's value, rounded to TL
     }
   }
   if (!partials) return;
@@ -584,11 +604,11 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_reg_kernel(Bwd
 }
 
 // Looped kernel: dx only (two passes over the row).
-template <class T>
+template <class T, class TL>
 static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_loop_kernel(BwdParams p) {
   using A = dacc_t<T>;
   __shared__ A smem[kRowScratch];
-  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const TL* __restrict__ dy = static_cast<const TL*>(p.dy);
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const A* __restrict__ mean = static_cast<const A*>(p.mean);
@@ -612,13 +632,16 @@ static __global__ __launch_bounds__(kMaxRowThreads) void norm_bwd_loop_kernel(Bw
     row_allreduce(sums, smem);
     if (!active) continue;
     const A mg = mean ? sums[0] / static_cast<A>(n) : A(0), mgx = sums[1] / static_cast<A>(n);
-    T* dxr = static_cast<T*>(p.dx) + off;
+    T* dxr = p.dx ? static_cast<T*>(p.dx) + off : nullptr;
+    TL* dlr = p.dxl ? static_cast<TL*>(p.dxl) + off : nullptr;
     const T* ar = static_cast<const T*>(p.dadd);
     for (int64_t c = tx; c < n; c += TX) {
       const A g = w ? load_acc(dy[off + c]) * load_acc(w[c]) : load_acc(dy[off + c]);
       const A xhat = (load_acc(x[off + c]) - mu) * rs;
       const A a = ar ? load_acc(ar[off + c]) : A(0);
-      dxr[c] = convert<T>(rs * (g - mg - xhat * mgx) + a);
+      const T v = convert<T>(rs * (g - mg - xhat * mgx) + a);
+      if (dxr) dxr[c] = v;
+      if (dlr) dlr[c] = convert<TL>(load_acc(v));
     }
   }
 }
@@ -627,11 +650,11 @@ constexpr int kColsX = 32, kColsY = 8;
 
 // dweight / dbias partials of the looped path: block (32, 8) = 32 neighbouring columns, 8 row lanes;
 // grid.y = the chunks of p.chunk rows; writes partial row blockIdx.y.
-template <class T>
+template <class T, class TL>
 static __global__ __launch_bounds__(kColsX* kColsY) void norm_bwd_cols_kernel(BwdParams p) {
   using A = dacc_t<T>;
   __shared__ ColumnScratch<A, kColsX * kColsY> scratch;
-  const T* __restrict__ dy = static_cast<const T*>(p.dy);
+  const TL* __restrict__ dy = static_cast<const TL*>(p.dy);
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const A* __restrict__ mean = static_cast<const A*>(p.mean);
   const A* __restrict__ rstd = static_cast<const A*>(p.rstd);
@@ -739,7 +762,7 @@ constexpr bool pf_fits() {
 constexpr size_t kMaxWbSmem = 32 * 1024;
 
 // norm_fwd_pf_kernel on grid = the resident blocks, at most the row groups.
-template <class T, int K, bool kResidual>
+template <class T, class TL, int K, bool kResidual>
 void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int device, cudaStream_t stream, const char* op) {
   const size_t wb = (p.w ? 1 : 0) + (p.b ? 1 : 0);
   const bool smem_wb = wb > 0 && 2 * static_cast<size_t>(p.cols) * sizeof(T) <= kMaxWbSmem;
@@ -753,12 +776,13 @@ void launch_forward_pf(const FwdParams& p, const RowLaunch& l, int device, cudaS
     check_launch(op, "norm_fwd_pf_kernel");
   };
   if (smem_wb)
-    return go(norm_fwd_pf_kernel<T, K, kResidual, true>,
+    return go(norm_fwd_pf_kernel<T, TL, K, kResidual, true>,
               kRowScratch * sizeof(dacc_t<T>) + wb * static_cast<size_t>(p.cols) * sizeof(T) + 16);
-  go(norm_fwd_pf_kernel<T, K, kResidual, false>, 0);
+  go(norm_fwd_pf_kernel<T, TL, K, kResidual, false>, 0);
 }
 
-template <class T>
+// TL: x's and y's element type (T, or a 16-bit type beside T = float: Note [Mixed add + layer norm]).
+template <class T, class TL = T>
 void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
   constexpr int V = kVec<T>;
   constexpr int KMax = fwd_max_slots<T>();
@@ -771,19 +795,19 @@ void launch_forward(const FwdParams& p0, int device, cudaStream_t stream) {
       constexpr int K = decltype(kc)::value;
       const RowLaunch l = row_launch(p.rows, ceil_div(slots, K));
       if constexpr (pf_fits<T, K, true>()) {
-        if (p.r) return launch_forward_pf<T, K, true>(p, l, device, stream, op);
+        if (p.r) return launch_forward_pf<T, TL, K, true>(p, l, device, stream, op);
       }
       if constexpr (pf_fits<T, K, false>()) {
-        if (!p.r) return launch_forward_pf<T, K, false>(p, l, device, stream, op);
+        if (!p.r) return launch_forward_pf<T, TL, K, false>(p, l, device, stream, op);
       }
-      if (p.r) norm_fwd_reg_kernel<T, K, true><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
-      else norm_fwd_reg_kernel<T, K, false><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      if (p.r) norm_fwd_reg_kernel<T, TL, K, true><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      else norm_fwd_reg_kernel<T, TL, K, false><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       check_launch(op, "norm_fwd_reg_kernel");
     });
     return;
   }
   const RowLaunch l = row_launch(p.rows, ceil_div(p.cols, 8));
-  norm_fwd_loop_kernel<T><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+  norm_fwd_loop_kernel<T, TL><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
   check_launch(op, "norm_fwd_loop_kernel");
 }
 
@@ -809,7 +833,8 @@ constexpr bool bwd_prefetch_fits() {
   return sizeof(T) == 4 ? K <= 2 : (sizeof(T) == 2 && K == 1);
 }
 
-template <class T>
+// TL: dy's and dx_low's element type (as launch_forward's).
+template <class T, class TL = T>
 void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t stream) {
   using A = dacc_t<T>;
   constexpr int V = kVec<T>;
@@ -819,7 +844,7 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
                    : p.mean ? "native_layer_norm_backward"
                             : "native_rms_norm_backward";
   const bool want_partials = dw != nullptr || db != nullptr;
-  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx, p.dadd});
+  p.vec = p.cols % V == 0 && all_aligned<T>({p.x, p.dy, p.w, p.dx, p.dxl, p.dadd});
   const int64_t slots = ceil_div(p.cols, V);
   const size_t col_bytes = static_cast<size_t>(p.cols) * sizeof(A);
   int64_t parts = 0;
@@ -849,14 +874,14 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
         check_launch(op, "norm_bwd_reg_kernel");
       };
       if constexpr (bwd_prefetch_fits<T, K>()) {
-        if (bwd_prefetch_enabled()) return run(norm_bwd_reg_kernel<T, K, true>);
+        if (bwd_prefetch_enabled()) return run(norm_bwd_reg_kernel<T, TL, K, true>);
       }
-      run(norm_bwd_reg_kernel<T, K, false>);
+      run(norm_bwd_reg_kernel<T, TL, K, false>);
     });
   } else if (p.rows > 0) {
-    if (p.dx) {
+    if (p.dx || p.dxl) {
       const RowLaunch l = row_launch(p.rows, ceil_div(p.cols, 8));
-      norm_bwd_loop_kernel<T><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
+      norm_bwd_loop_kernel<T, TL><<<grid_x(l.blocks), l.block, 0, stream>>>(p);
       check_launch(op, "norm_bwd_loop_kernel");
     }
     if (want_partials) {
@@ -865,7 +890,7 @@ void launch_backward(const BwdParams& p0, T* dw, T* db, int device, cudaStream_t
       alloc_partials(chunks);
       if (p.cols > 0) {
         const dim3 grid(grid_x(ceil_div(p.cols, kColsX)), static_cast<unsigned>(chunks));
-        norm_bwd_cols_kernel<T><<<grid, dim3(kColsX, kColsY), 0, stream>>>(p);
+        norm_bwd_cols_kernel<T, TL><<<grid, dim3(kColsX, kColsY), 0, stream>>>(p);
         check_launch(op, "norm_bwd_cols_kernel");
       }
     }
@@ -921,6 +946,14 @@ void norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& d
       });
 }
 
+// The 16-bit type of a mixed add + layer norm call (Note [Mixed add + layer norm]): f(TypeTag<TL>).
+template <class F>
+void dispatch_low(DType d, const char* op, F&& f) {
+  if (d == kBFloat16) f(TypeTag<__nv_bfloat16>{});
+  else if (d == kFloat16) f(TypeTag<__half>{});
+  else TS_THROW(DTypeError, op, ": a float32 sum takes a bfloat16 or float16 branch, got ", dtype_name(d));
+}
+
 void add_norm_forward_cuda(const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
                            const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                            const NormParams& np) {
@@ -940,13 +973,21 @@ void add_norm_forward_cuda(const Tensor& sum, const Tensor& y, const Tensor& mea
   p.eps = np.eps;
   const cudaStream_t stream = stream_of(x);
   const int device = x.device().index();
+  if (x.dtype() != sum.dtype()) {
+    TS_CHECK(sum.dtype() == kFloat32 && y.dtype() == x.dtype(), DTypeError,
+             "add_layer_norm: a mixed call needs a float32 sum and x, y of one 16-bit dtype, got sum ",
+             dtype_name(sum.dtype()), ", x ", dtype_name(x.dtype()), ", y ", dtype_name(y.dtype()));
+    dispatch_low(x.dtype(), "add_layer_norm",
+                 [&]<class TL>(TypeTag<TL>) { launch_forward<float, TL>(p, device, stream); });
+    return;
+  }
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "add_layer_norm",
                                             [&]<class T>(TypeTag<T>) { launch_forward<T>(p, device, stream); });
 }
 
-void add_norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                            const Tensor& dsum, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                            const Tensor& weight, const NormParams& np) {
+void add_norm_backward_cuda(const Tensor& dx, const Tensor& dx_low, const Tensor& dweight, const Tensor& dbias,
+                            const Tensor& dy, const Tensor& dsum, const Tensor& x, const Tensor& mean,
+                            const Tensor& rstd, const Tensor& weight, const NormParams& np) {
   CurrentDevice guard(x.device().index());
   BwdParams p;
   p.dy = dy.data_ptr();
@@ -955,13 +996,24 @@ void add_norm_backward_cuda(const Tensor& dx, const Tensor& dweight, const Tenso
   p.rstd = rstd.data_ptr();
   p.w = ptr_or_null(weight);
   p.dx = mut_or_null(dx);
-  p.dadd = dx.defined() ? ptr_or_null(dsum) : nullptr;
+  p.dxl = mut_or_null(dx_low);
+  p.dadd = dx.defined() || dx_low.defined() ? ptr_or_null(dsum) : nullptr;
   p.rows = np.rows;
   p.cols = np.cols;
   const cudaStream_t stream = stream_of(x);
+  const int device = x.device().index();
+  if (dx_low.defined() || dy.dtype() != x.dtype()) {
+    TS_CHECK(x.dtype() == kFloat32 && (!dx_low.defined() || dx_low.dtype() == dy.dtype()), DTypeError,
+             "add_layer_norm_backward: a mixed call needs a float32 sum and dy, dx_low of one 16-bit dtype, got sum ",
+             dtype_name(x.dtype()), ", dy ", dtype_name(dy.dtype()));
+    dispatch_low(dy.dtype(), "add_layer_norm_backward", [&]<class TL>(TypeTag<TL>) {
+      launch_backward<float, TL>(p, static_cast<float*>(mut_or_null(dweight)), static_cast<float*>(mut_or_null(dbias)),
+                                 device, stream);
+    });
+    return;
+  }
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "add_layer_norm_backward", [&]<class T>(TypeTag<T>) {
-    launch_backward<T>(p, static_cast<T*>(mut_or_null(dweight)), static_cast<T*>(mut_or_null(dbias)),
-                       x.device().index(), stream);
+    launch_backward<T>(p, static_cast<T*>(mut_or_null(dweight)), static_cast<T*>(mut_or_null(dbias)), device, stream);
   });
 }
 
