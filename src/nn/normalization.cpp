@@ -16,6 +16,7 @@
 #include "ops/autocast_hook.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/norm_ops.h"
+#include "tensor/type_promotion.h"
 #include "tessera/nn/normalization.h"
 
 namespace tessera::nn {
@@ -100,20 +101,24 @@ std::tuple<Tensor, Tensor> add_layer_norm_impl(const Tensor& x, const Tensor& re
 std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
                                           const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                                           double eps) {
-  std::optional<DType> y_dtype;
-  if (autocast_pending()) [[unlikely]] {
-    // Note [Mixed add + layer norm] (ops/norm_kernel.h): the op's float32 policy for residual, weight and
-    // bias; the branch x stays in the autocast dtype (or float32) and is widened in the kernel, and y
-    // comes out in the autocast dtype, rounded once, as the next matmul would cast it.
-    if (AutocastArgs c("add_layer_norm", {&residual, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) {
-      const DType low = amp::get_autocast_dtype(c[0].device());
-      const bool eligible = x.defined() && is_floating_point(x.dtype()) && x.dtype() != kFloat64;
-      const Tensor xa = eligible && x.dtype() != low && x.dtype() != kFloat32 ? x.to(kFloat32) : x;
-      if (eligible && c[0].dtype() == kFloat32) y_dtype = low;
-      return add_layer_norm_impl(xa, c[0], normalized_shape, c.opt(1), c.opt(2), eps, y_dtype);
+  if (autocast_pending() && x.defined() && residual.defined() && amp::is_autocast_enabled(x.device())) [[unlikely]] {
+    // Note [Mixed add + layer norm] (ops/norm_kernel.h): the op's float32 policy, except for one operand
+    // in the autocast dtype (the branch; x when both are), which is read as it is and widened in the
+    // kernel (the sum commutes); y comes out in the autocast dtype, rounded once, as the next matmul
+    // would cast it.
+    const DType low = amp::get_autocast_dtype(x.device());
+    const bool keep_x = x.dtype() == low, keep_r = !keep_x && residual.dtype() == low;
+    if (AutocastArgs c("add_layer_norm", {keep_x ? nullptr : &x, keep_r ? nullptr : &residual,
+                                          weight ? &*weight : nullptr, bias ? &*bias : nullptr});
+        c) {
+      const Tensor& xa = keep_x ? x : c[0];
+      const Tensor& ra = keep_r ? residual : c[1];
+      std::optional<DType> y_dtype;
+      if (result_type(xa, ra) == kFloat32) y_dtype = low;  // not with a float64 operand
+      return add_layer_norm_impl(xa, ra, normalized_shape, c.opt(2), c.opt(3), eps, y_dtype);
     }
   }
-  return add_layer_norm_impl(x, residual, normalized_shape, weight, bias, eps, y_dtype);
+  return add_layer_norm_impl(x, residual, normalized_shape, weight, bias, eps, std::nullopt);
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,

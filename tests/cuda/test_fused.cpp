@@ -177,11 +177,14 @@ TEST(CudaFused, AddLayerNormMixedEqualsCastsBitwise) {
         for (int mixed = 0; mixed < 2; ++mixed) {
           ts::Tensor x = leaf(x0), r = leaf(r0), w = leaf(w0), b = leaf(b0);
           ts::Tensor s, y;
+          const bool stream_first = affine == 3;  // GPT-2's order: x + attn(...)
           if (mixed) {
             ts::amp::autocast guard(ts::Device("cuda"), low);
-            std::tie(s, y) = F::add_layer_norm(x, r, {c.n}, opt(w), opt(b), 1e-5);
+            std::tie(s, y) = stream_first ? F::add_layer_norm(r, x, {c.n}, opt(w), opt(b), 1e-5)
+                                          : F::add_layer_norm(x, r, {c.n}, opt(w), opt(b), 1e-5);
           } else {
-            std::tie(s, y) = F::add_layer_norm(x.to(ts::kFloat32), r, {c.n}, opt(w), opt(b), 1e-5);
+            std::tie(s, y) = stream_first ? F::add_layer_norm(r, x.to(ts::kFloat32), {c.n}, opt(w), opt(b), 1e-5)
+                                          : F::add_layer_norm(x.to(ts::kFloat32), r, {c.n}, opt(w), opt(b), 1e-5);
             y = y.to(low);
           }
           out[mixed] = {s, y};

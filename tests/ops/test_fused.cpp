@@ -117,15 +117,19 @@ TEST(OpsFused, AddLayerNormLowPrecisionAndPromotion) {
 // Note [Mixed add + layer norm]: {sum, y, dx, dresidual, dweight, dbias} of the mixed form (a 16-bit
 // branch x, float32 residual and parameters, under autocast: y in the low dtype) or of the float32 op
 // between explicit casts (what autocast ran before).
-std::vector<ts::Tensor> add_ln_mixed(bool mixed, ts::DType low, const ts::Tensor& x0, const ts::Tensor& r0,
-                                     const ts::Tensor& w0, const ts::Tensor& b0, const ts::Shape& ns) {
+// stream_first: the float32 operand passed first (GPT-2's x + attn(...)).
+std::vector<ts::Tensor> add_ln_mixed(bool mixed, bool stream_first, ts::DType low, const ts::Tensor& x0,
+                                     const ts::Tensor& r0, const ts::Tensor& w0, const ts::Tensor& b0,
+                                     const ts::Shape& ns) {
   ts::Tensor x = leaf(x0), r = leaf(r0), w = leaf(w0), b = leaf(b0);
   ts::Tensor s, y;
   if (mixed) {
     ts::amp::autocast guard(ts::Device("cpu"), low);
-    std::tie(s, y) = F::add_layer_norm(x, r, ns, opt(w), opt(b), 1e-5);
+    std::tie(s, y) = stream_first ? F::add_layer_norm(r, x, ns, opt(w), opt(b), 1e-5)
+                                  : F::add_layer_norm(x, r, ns, opt(w), opt(b), 1e-5);
   } else {
-    std::tie(s, y) = F::add_layer_norm(x.to(ts::kFloat32), r, ns, opt(w), opt(b), 1e-5);
+    std::tie(s, y) = stream_first ? F::add_layer_norm(r, x.to(ts::kFloat32), ns, opt(w), opt(b), 1e-5)
+                                  : F::add_layer_norm(x.to(ts::kFloat32), r, ns, opt(w), opt(b), 1e-5);
     y = y.to(low);
   }
   std::vector<ts::Tensor> out{s, y};
@@ -142,9 +146,11 @@ TEST(OpsFused, AddLayerNormMixedEqualsCastsBitwise) {
         ts::Tensor r = test_data(sz, ts::kFloat32, 22).reshape(sz);
         ts::Tensor w = affine & 1 ? test_data(ns, ts::kFloat32, 23).reshape(ns) : ts::Tensor();
         ts::Tensor b = affine & 2 ? test_data(ns, ts::kFloat32, 24).reshape(ns) : ts::Tensor();
-        const std::string what = ts::detail::str_cat(ts::dtype_name(low), " ", sz, " affine ", affine);
-        auto m = add_ln_mixed(true, low, x, r, w, b, ns);
-        auto ref = add_ln_mixed(false, low, x, r, w, b, ns);
+        const bool stream_first = affine == 3;
+        const std::string what =
+            ts::detail::str_cat(ts::dtype_name(low), " ", sz, " affine ", affine, stream_first ? " stream first" : "");
+        auto m = add_ln_mixed(true, stream_first, low, x, r, w, b, ns);
+        auto ref = add_ln_mixed(false, stream_first, low, x, r, w, b, ns);
         const ts::DType want[6] = {ts::kFloat32, low, low, ts::kFloat32, ts::kFloat32, ts::kFloat32};
         for (size_t i = 0; i < m.size(); ++i) {
           ASSERT_EQ(m[i].defined(), ref[i].defined()) << what << " #" << i;
