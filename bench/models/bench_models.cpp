@@ -32,7 +32,8 @@
 // and --unfused-adamw (AdamW's per-parameter steps), in the loss curve only. --lr X and --lr-warmup N
 // set the peak learning rate and the warm-up steps (defaults: 1e-3 small, 6e-4 124m; a tenth of N).
 //
-// usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits] [--profile]
+// usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits]
+//                     [--gpt-chunk 4096] [--profile]
 //                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
@@ -69,6 +70,7 @@ struct Args {
   uint64_t seed = 1337;
   bool fp32 = false;
   bool gpt_logits = false;     // GPT-2's loss through the full logits instead of GPT2::loss
+  int64_t gpt_chunk = 4096;    // GPT2::loss's chunk_rows (rows of logits held at once)
   double lr = 0;               // the loss curve's peak learning rate; 0: 1e-3 (small), 6e-4 (124m)
   int64_t lr_warmup = 0;       // its warm-up steps; 0: a tenth of the steps
   bool unfused = false;        // GPT2Config::fused = false in the loss curve
@@ -182,7 +184,7 @@ void bench_gpt2() {
       ts::Tensor loss;
       {
         ts::amp::autocast guard(gpu, ts::kBFloat16);
-        loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y);
+        loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y, g_args.gpt_chunk);
       }
       loss.backward();
       ts::nn::utils::clip_grad_norm_(params, 1.0);
@@ -419,7 +421,7 @@ int run_loss_curve() {
     ts::Tensor loss;
     {
       ts::amp::autocast guard(gpu, ts::kBFloat16, !g_args.fp32);
-      loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y);
+      loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y, g_args.gpt_chunk);
     }
     loss.backward();
     ts::nn::utils::clip_grad_norm_(params, clip);
@@ -466,6 +468,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--gpt-chunk") g_args.gpt_chunk = std::max(1LL, std::atoll(value().c_str()));
     else if (a == "--lr") g_args.lr = std::atof(value().c_str());
     else if (a == "--lr-warmup") g_args.lr_warmup = std::max(0LL, std::atoll(value().c_str()));
     else if (a == "--unfused") g_args.unfused = true;

@@ -288,8 +288,8 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     const int64_t vp = dev.is_cuda() && v % align != 0 ? (v + align - 1) / align * align : v;
     // dW (Vp rows) accumulates over the chunks: in float32 for 16-bit inputs (one rounding at the end).
     const bool acc32 = need_w && compute_dtype(d) != d && n > chunk_rows;
-    Tensor dw_acc;
-    if (need_w) dw_acc = zeros({vp, c}, TensorOptions(acc32 ? kFloat32 : d, dev));
+    Tensor dw_acc;  // acc32: the first chunk's product is its first value (no zero fill, no add)
+    if (need_w && !(acc32 && c > 0)) dw_acc = zeros({vp, c}, TensorOptions(acc32 ? kFloat32 : d, dev));
     Tensor wp = w;
     if (vp != v) {
       wp = make_empty({vp, c}, d, dev);
@@ -310,9 +310,11 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
       if (need_x && c > 0)
         gemm_kernel(dev, GemmParams{dlogits.unsqueeze(0), wp.unsqueeze(0), dx.narrow(0, r0, rc).unsqueeze(0), 1, 0});
       if (need_w && c > 0) {
-        if (acc32)
-          dw_acc.add_(mm(dlogits.t(), x_chunk).to(kFloat32));
-        else
+        if (acc32) {
+          Tensor part = mm(dlogits.t(), x_chunk).to(kFloat32);
+          if (dw_acc.defined()) dw_acc.add_(part);
+          else dw_acc = std::move(part);
+        } else
           gemm_kernel(dev, GemmParams{dlogits.t().unsqueeze(0), x_chunk.unsqueeze(0), dw_acc.unsqueeze(0), 1, 1});
       }
     }

@@ -21,21 +21,14 @@
 //     dS = P (dP - delta), dQ_w += dS K; scaled at the end. Causal: only the KV tiles up to the
 //     diagonal. This recomputes S and dP once more than FlashAttention-2 (which adds dQ with float
 //     atomics from kernel 2): the price of determinism, about 7/5 of its matrix work.
-// Opt-in, head dim 64, determinism off (Note [Fused dQ], TESSERA_ATTN_FUSED_DQ=1): kernel 2 also
-// stores its dS^T tile in shared memory and adds dQ += dS K for its keys into a zeroed float workspace
-// with float atomics; a conversion kernel writes dq = scale * that. No kernel 3: 5 products per tile.
 // P and dS are rounded to T for their products, as FlashAttention-2 does. Fragment layouts: Note [MMA
 // fragments] in attention_common.cuh.
-// Shared memory (D = 128 / 64): dkdv 70,144 / 56,320 bytes (fused dQ, D = 64: 65,536), dq 104,448 /
-// 73,728 bytes. Registers (ptxas, sm_90, bf16, D = 64): dkdv 176, fused dQ 235, no spills.
-#include <cstdlib>
-#include <string_view>
-
+// Shared memory (D = 128 / 64): dkdv 70,144 / 56,320 bytes, dq 104,448 / 73,728 bytes. Registers
+// (ptxas, sm_90, bf16, D = 64): dkdv 176, no spills.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/attention_kernel.h"
-#include "tessera/determinism.h"
 
 namespace tessera::cuda {
 namespace attn {
@@ -49,8 +42,6 @@ struct BwdCfg {
   static constexpr int kBm = 64 * kMT;          // query rows per dq CTA (4 warps x 16 kMT)
   static constexpr int kBk = D == 64 ? 64 : 32;  // keys per dq step
   static constexpr int kSmemDkdv = (2 * kBkv + 4 * kBq) * kLds * 2 + 4 * kBq * 4;
-  static constexpr int kLdsS = kBq + 8;                             // the dS^T tile's row pitch
-  static constexpr int kSmemFused = kSmemDkdv + kBkv * kLdsS * 2;  // + dS^T (kBkv keys x kBq rows)
   static constexpr int kSmemDq = (2 * kBm + 4 * kBk) * kLds * 2;
 };
 
@@ -72,32 +63,6 @@ __global__ void __launch_bounds__(256) attn_bwd_delta_kernel(const Params p, int
   if (lane == 0) p.delta[row] = acc;
 }
 
-// p[0] += x, p[1] += y (float atomics; one vector atomic on sm_90, 8-byte aligned p).
-__device__ __forceinline__ void atomic_add2(float* p, float x, float y) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(p), make_float2(x, y));
-#else
-  atomicAdd(p, x);
-  atomicAdd(p + 1, y);
-#endif
-}
-
-// dq = T(dq_acc * scale), dq_acc (B, H, L, D) float contiguous; one warp per row.
-template <class T, int D>
-__global__ void __launch_bounds__(256) attn_bwd_dq_convert_kernel(const Params p, int64_t rows) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const int64_t bh = row / p.q_len, i = row % p.q_len, b = bh / p.heads, h = bh % p.heads;
-  const float* a = p.dq_acc + row * D;
-  T* dq = static_cast<T*>(p.o) + b * p.w_sb + h * p.w_sh + i * p.w_sn;
-#pragma unroll
-  for (int c = lane * 2; c < D; c += 64) {
-    const float2 v = *reinterpret_cast<const float2*>(a + c);
-    *reinterpret_cast<uint32_t*>(dq + c) = pack2<T>(v.x * p.scale, v.y * p.scale);
-  }
-}
-
 // lse (in log2 units) and delta of query rows [q0, q0 + n) into shared memory; rows past L get
 // lse = +inf (P = 0) and delta = 0. Threads [0, n) each store one row.
 __device__ __forceinline__ void load_row_stats(float* lse2_s, float* dl_s, const Params& p, int64_t bh, int q0,
@@ -110,13 +75,10 @@ __device__ __forceinline__ void load_row_stats(float* lse2_s, float* dl_s, const
   }
 }
 
-// kFusedDq (Note [Fused dQ]): also dQ += scale dS K for the CTA's keys, added into p.dq_acc with float
-// atomics (FlashAttention-2's backward), so that attn_bwd_dq_kernel and its second S and dP are not needed.
-template <class T, int D, bool kFusedDq>
+template <class T, int D>
 __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
 #if TS_ATTN_SM80
   using C = BwdCfg<D>;
-  static_assert(!kFusedDq || C::kBq == 64, "the fused dQ product gives each of the 4 warps 16 query rows");
   constexpr int kLds = C::kLds, kBkv = C::kBkv, kBq = C::kBq, NT = C::kThreads;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* ks = reinterpret_cast<T*>(smem_raw);
@@ -125,7 +87,6 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
   T* dos = qs + 2 * kBq * kLds;  // 2 stages
   float* lse2_s = reinterpret_cast<float*>(dos + 2 * kBq * kLds);  // 2 stages
   float* dl_s = lse2_s + 2 * kBq;                                   // 2 stages
-  T* dss = reinterpret_cast<T*>(dl_s + 2 * kBq);  // kFusedDq: dS^T (kBkv keys x kBq rows, pitch kLdsS)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -252,14 +213,6 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
       for (int kc = 0; kc < kBq / 16; ++kc) {
         uint32_t da[4];
         c_to_a<T>(da, dpt[2 * kc], dpt[2 * kc + 1]);
-        if constexpr (kFusedDq) {  // the same rounded dS^T, into the shared tile: rows = keys, columns = queries
-          constexpr int kLdsS = C::kLdsS;
-          T* r0 = dss + (warp * 16 + g) * kLdsS + kc * 16 + 2 * t4;
-          *reinterpret_cast<uint32_t*>(r0) = da[0];                  // (key g, rows 2t, 2t+1 of n-tile 2kc)
-          *reinterpret_cast<uint32_t*>(r0 + 8 * kLdsS) = da[1];      // key g + 8
-          *reinterpret_cast<uint32_t*>(r0 + 8) = da[2];              // n-tile 2kc + 1
-          *reinterpret_cast<uint32_t*>(r0 + 8 * kLdsS + 8) = da[3];
-        }
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t bf[4];
@@ -268,36 +221,7 @@ __global__ void __launch_bounds__(128) attn_bwd_dkdv_kernel(const Params p) {
           mma<T>(dk[2 * dp + 1], da, bf[2], bf[3]);
         }
       }
-      if constexpr (kFusedDq) {
-        // dQ (kBq rows x D) += dS (kBq x kBkv) K (kBkv x D): warp w takes rows 16w .. 16w + 15 over all
-        // the CTA's keys, A from the dS^T tile (transposed load), B = K from shared memory.
-        constexpr int kLdsS = C::kLdsS;
-        __syncthreads();  // every warp's dS^T is in the tile
-        float dqa[D / 8][4];
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
-#pragma unroll
-        for (int kc = 0; kc < kBkv / 16; ++kc) {
-          uint32_t af[4];
-          a_frag_t<kLdsS>(af, dss, warp * 16, kc * 16, lane);
-#pragma unroll
-          for (int dp = 0; dp < D / 16; ++dp) {
-            uint32_t bf[4];
-            b_frag_kn<kLds>(bf, ks, kc * 16, dp * 16, lane);
-            mma<T>(dqa[2 * dp], af, bf[0], bf[1]);
-            mma<T>(dqa[2 * dp + 1], af, bf[2], bf[3]);
-          }
-        }
-        const int qa = q0 + warp * 16 + g, qb = qa + 8;
-        float* acc = p.dq_acc + static_cast<int64_t>(bh) * p.q_len * D;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          const int c = dt * 8 + 2 * t4;
-          if (qa < p.q_len) atomic_add2(acc + static_cast<int64_t>(qa) * D + c, dqa[dt][0], dqa[dt][1]);
-          if (qb < p.q_len) atomic_add2(acc + static_cast<int64_t>(qb) * D + c, dqa[dt][2], dqa[dt][3]);
-        }
-      }
-      __syncthreads();  // the next iteration's copy overwrites this stage (and, fused, the dS^T tile)
+      __syncthreads();  // the next iteration's copy overwrites this stage
     }
   }
 
@@ -483,23 +407,11 @@ void launch_bwd(const Params& p, int64_t heads_total, cudaStream_t stream) {
            p.kv_len, " and ", heads_total);
   const int64_t rows = heads_total * p.q_len;
   const dim3 kv_grid(static_cast<unsigned>(heads_total), static_cast<unsigned>(kv_tiles));
-  if constexpr (D == 64) {
-    if (p.dq_acc) {  // Note [Fused dQ]
-      prepare_kernel<attn_bwd_dkdv_kernel<T, D, true>>(C::kSmemFused, op);
-      attn_bwd_delta_kernel<T, D><<<grid_for(rows, 8, int64_t(1) << 31), 256, 0, stream>>>(p, rows);
-      check_launch(op, "attn_bwd_delta_kernel");
-      attn_bwd_dkdv_kernel<T, D, true><<<kv_grid, C::kThreads, C::kSmemFused, stream>>>(p);
-      check_launch(op, "attn_bwd_dkdv_kernel");
-      attn_bwd_dq_convert_kernel<T, D><<<grid_for(rows, 8, int64_t(1) << 31), 256, 0, stream>>>(p, rows);
-      check_launch(op, "attn_bwd_dq_convert_kernel");
-      return;
-    }
-  }
-  prepare_kernel<attn_bwd_dkdv_kernel<T, D, false>>(C::kSmemDkdv, op);
+  prepare_kernel<attn_bwd_dkdv_kernel<T, D>>(C::kSmemDkdv, op);
   prepare_kernel<attn_bwd_dq_kernel<T, D, C::kMT>>(C::kSmemDq, op);
   attn_bwd_delta_kernel<T, D><<<grid_for(rows, 8, int64_t(1) << 31), 256, 0, stream>>>(p, rows);
   check_launch(op, "attn_bwd_delta_kernel");
-  attn_bwd_dkdv_kernel<T, D, false><<<kv_grid, C::kThreads, C::kSmemDkdv, stream>>>(p);
+  attn_bwd_dkdv_kernel<T, D><<<kv_grid, C::kThreads, C::kSmemDkdv, stream>>>(p);
   check_launch(op, "attn_bwd_dkdv_kernel");
   attn_bwd_dq_kernel<T, D, C::kMT><<<dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(q_tiles)), C::kThreads,
                              C::kSmemDq, stream>>>(p);
@@ -509,15 +421,6 @@ void launch_bwd(const Params& p, int64_t heads_total, cudaStream_t stream) {
 }  // namespace attn
 
 namespace {
-
-// Note [Fused dQ]: TESSERA_ATTN_FUSED_DQ=1 (head dim 64, determinism off) computes dQ inside the dK/dV
-// kernel and adds it with float atomics into a zeroed float workspace, converted to dq at the end: 5
-// products per tile instead of 7 (attn_bwd_dq_kernel recomputes S and dP), at the price of atomics whose
-// order varies between runs. Off by default: not yet measured against the deterministic pair.
-bool fused_dq_enabled() {  // read at each call, so that a test can compare both paths in one process
-  const char* e = std::getenv("TESSERA_ATTN_FUSED_DQ");
-  return e && std::string_view(e) == "1";
-}
 
 void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& q,
                              const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
@@ -538,15 +441,8 @@ void attention_backward_cuda(const Tensor& dq, const Tensor& dk, const Tensor& d
   p.lse = static_cast<float*>(lse.data_ptr());
   const int64_t bh = ap.batch * ap.heads;
   const cudaStream_t stream = stream_of(q);
-  const bool fused_dq = ap.head_dim == 64 && fused_dq_enabled() && !is_deterministic();
-  const size_t delta_bytes = static_cast<size_t>(bh * ap.q_len) * sizeof(float);
-  const size_t dq_bytes = fused_dq ? static_cast<size_t>(bh * ap.q_len * ap.head_dim) * sizeof(float) : 0;
-  DataPtr ws = allocate_workspace(dq_bytes + delta_bytes);  // dq_acc (16-byte aligned first), delta
-  if (fused_dq) {
-    p.dq_acc = static_cast<float*>(ws.get());
-    TS_CUDA_CHECK(cudaMemsetAsync(p.dq_acc, 0, dq_bytes, stream));
-  }
-  p.delta = reinterpret_cast<float*>(static_cast<char*>(ws.get()) + dq_bytes);
+  DataPtr delta = allocate_workspace(static_cast<size_t>(bh * ap.q_len) * sizeof(float));
+  p.delta = static_cast<float*>(delta.get());
   attn::dispatch_attention(q.dtype(), ap.head_dim, "flash_attention_backward", [&]<class T, int D>() {
     attn::launch_bwd<T, D>(p, bh, stream);
   });

@@ -138,14 +138,6 @@ template <int LDS, class T>
 __device__ __forceinline__ void b_frag_nk(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
   ldsm_x4(b, tile + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8);
 }
-// A = M^T of a row-major shared tile M (M's rows are A's k, its columns A's m): A[m][k] =
-// tile[k0 + k][m0 + m], .trans. Lane row k0 + (lane & 7) + ((lane >> 4) & 1) * 8, column
-// m0 + ((lane >> 3) & 1) * 8: matrices (k 0-7, m 0-7), (k 0-7, m 8-15), (k 8-15, m 0-7),
-// (k 8-15, m 8-15) = a0, a1, a2, a3 (e.g. dS from a stored dS^T tile).
-template <int LDS, class T>
-__device__ __forceinline__ void a_frag_t(uint32_t (&a)[4], const T* tile, int m0, int k0, int lane) {
-  ldsm_x4_trans(a, tile + (k0 + (lane & 7) + ((lane >> 4) & 1) * 8) * LDS + m0 + ((lane >> 3) & 1) * 8);
-}
 template <int LDS, class T>
 __device__ __forceinline__ void b_frag_kn(uint32_t (&b)[4], const T* tile, int k0, int n0, int lane) {
   ldsm_x4_trans(b, tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8);
@@ -189,7 +181,6 @@ struct Params {
   void* dv = nullptr;
   float* lse = nullptr;    // (B, H, L)
   float* delta = nullptr;  // backward: (B, H, L) rowsum(dout * out)
-  float* dq_acc = nullptr;  // backward with dQ fused into the dK/dV kernel: (B, H, L, D) float, zeroed
   int64_t q_sb = 0, q_sh = 0, q_sn = 0;
   int64_t k_sb = 0, k_sh = 0, k_sn = 0;
   int64_t v_sb = 0, v_sh = 0, v_sn = 0;
