@@ -33,7 +33,7 @@
 // set the peak learning rate and the warm-up steps (defaults: 1e-3 small, 6e-4 124m; a tenth of N).
 //
 // usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits]
-//                     [--gpt-chunk 4096] [--profile]
+//                     [--gpt-chunk 16384] [--profile]
 //                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
@@ -70,7 +70,7 @@ struct Args {
   uint64_t seed = 1337;
   bool fp32 = false;
   bool gpt_logits = false;     // GPT-2's loss through the full logits instead of GPT2::loss
-  int64_t gpt_chunk = 4096;    // GPT2::loss's chunk_rows (rows of logits held at once)
+  int64_t gpt_chunk = 16384;   // GPT2::loss's chunk_rows (rows of logits held at once; its default)
   double lr = 0;               // the loss curve's peak learning rate; 0: 1e-3 (small), 6e-4 (124m)
   int64_t lr_warmup = 0;       // its warm-up steps; 0: a tenth of the steps
   bool unfused = false;        // GPT2Config::fused = false in the loss curve

@@ -154,10 +154,12 @@ class GPT2 : public nn::Module {
   // (logits, mean cross-entropy of logits[b, t] against targets[b, t]); targets (B, T) int64, -100
   // ignored, as Hugging Face's loss after its shift (here the caller passes already shifted targets).
   std::pair<Tensor, Tensor> forward(const Tensor& idx, const Tensor& targets);
-  // The same mean cross-entropy alone, through linear_cross_entropy: the (B T, V) logits are never
-  // held at once (chunks of chunk_rows rows), and the gradients of the hidden states and of the
-  // (tied) head weight are computed in the forward when they require grad.
-  Tensor loss(const Tensor& idx, const Tensor& targets, int64_t chunk_rows = 4096);
+  // The same mean cross-entropy alone, through linear_cross_entropy: the logits are held chunk_rows
+  // rows at a time, and the gradients of the hidden states and of the (tied) head weight are computed
+  // in the forward when they require grad. The default holds a 16 x 1024 batch's (16384, 50257)
+  // logits in one chunk (1.6 GB in bfloat16; on an H200, 2% faster than 4096-row chunks, peak memory
+  // 10.0 against 7.8 GiB); smaller chunks trade speed for memory.
+  Tensor loss(const Tensor& idx, const Tensor& targets, int64_t chunk_rows = 16384);
   std::string name() const override { return "GPT2"; }
 
   // Continues each row of idx (B, T) by max_new_tokens sampled tokens -> (B, T + max_new_tokens)
