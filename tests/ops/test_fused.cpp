@@ -177,6 +177,27 @@ TEST(OpsFused, AddLayerNormAutocast) {
   auto [s32, y32] = F::add_layer_norm(x.to(ts::kFloat32), r.to(ts::kFloat32), {16});
   EXPECT_TRUE(ts::equal(s, s32));
   EXPECT_TRUE(ts::equal(y, y32.to(ts::kBFloat16)));
+  // Both float32 under autocast: y is cast from the float32 result inside the op; its gradient flows
+  // back as through an explicit cast.
+  {
+    ts::Tensor a = test_data({4, 16}, ts::kFloat32, 13).reshape({4, 16}).requires_grad_();
+    ts::Tensor c = test_data({4, 16}, ts::kFloat32, 14).reshape({4, 16}).requires_grad_();
+    std::vector<ts::Tensor> out[2];
+    for (int ac = 0; ac < 2; ++ac) {
+      ts::Tensor sa, ya;
+      if (ac) {
+        ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
+        std::tie(sa, ya) = F::add_layer_norm(a, c, {16});
+      } else {
+        std::tie(sa, ya) = F::add_layer_norm(a, c, {16});
+        ya = ya.to(ts::kBFloat16);
+      }
+      out[ac] = {sa, ya};
+      for (const ts::Tensor& g : grads_of({sa, ya}, {a, c}, 91)) out[ac].push_back(g);
+    }
+    EXPECT_EQ(out[1][1].dtype(), ts::kBFloat16);
+    for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(ts::equal(out[1][i], out[0][i])) << "#" << i;
+  }
   // A float16 branch under bfloat16 autocast is widened first; float64 stays float64 (no y dtype).
   {
     ts::amp::autocast guard(ts::Device("cpu"), ts::kBFloat16);
