@@ -265,6 +265,7 @@ void bench_attention(int64_t B, int64_t H, int64_t T, int64_t D) {
       for (ts::Tensor* t : {&q, &k, &v}) t->set_grad(ts::Tensor());
     };
     const Timing t = time_steps(step);
+    profile_steps(name, step);
     // FLOPs: forward 2 matmuls of 2 B H T^2 D, backward 5; causal halves them.
     const double flops = 7.0 * 2.0 * static_cast<double>(B * H * D) * static_cast<double>(T * T) / 2.0;
     emit(name, "ms", t.ms, t);

@@ -1,5 +1,6 @@
 #include "autograd/accumulate_grad.h"
 
+#include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -18,10 +19,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (!g.defined()) return {};
   if (!m.grad.defined()) {
     // A gradient nobody else holds can become .grad as it is; otherwise keep a private copy so that
-    // later in-place accumulation does not write into someone else's tensor. A gradient that is not
-    // contiguous may be an expanded view (sum's gradient), which in-place accumulation cannot write.
+    // later in-place accumulation does not write into someone else's tensor. "Nobody else" covers the
+    // storage: a gradient may be a view over others' memory (a split's joined gradient, Note [Packed
+    // attention gradients]). A gradient that is not contiguous may be an expanded view (sum's
+    // gradient), which in-place accumulation cannot write.
     if (is_grad_enabled()) m.grad = g;                    // create_graph: keep the gradient's history
-    else if (g.impl_ptr().use_count() > 1 || !g.is_contiguous()) m.grad = g.clone();
+    else if (g.impl_ptr().use_count() > 1 || g.impl_ptr()->storage().use_count() > 1 || !g.is_contiguous())
+      m.grad = g.clone();
     else m.grad = g;
   } else if (is_grad_enabled()) {
     m.grad = add(m.grad, g);

@@ -3,7 +3,11 @@
 // that or the GPU's 16-byte row alignment does not hold), output allocation and one call of a slot
 // of ops/attention_kernel.h. The forward records {q, k, v} -> {out} with attrs.tensors = {lse},
 // attrs.ints = {is_causal} and attrs.scalars = {scale}.
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "ops/attention_kernel.h"
 #include "ops/attention_ops.h"
@@ -89,11 +93,64 @@ AttentionParams check_qkv(const char* op, const Tensor& q, const Tensor& k, cons
   return AttentionParams{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), causal, scale};
 }
 
-// An output of x's (B, H, N, D) shape (Note [Flash attention layout]): contiguous on the CPU, stored
-// (B, N, H, D) on the GPU.
+// An output of x's (B, H, N, D) shape (Note [Flash attention layout]): contiguous on the CPU; on the
+// GPU dense with x's dim order (dims sorted by x's strides, largest outermost, ties in dim order) and
+// the last dim innermost, as PyTorch's cuDNN attention allocates them. A (B, H, N, D)-contiguous x gets
+// a contiguous output; GPT-2's transposed (B, N, H, D) views get (B, N, H, D) memory.
 Tensor make_output(const Tensor& x, DType d) {
   if (!x.device().is_cuda()) return make_empty(x.sizes(), d, x.device());
-  return make_empty({x.size(0), x.size(2), x.size(1), x.size(3)}, d, x.device()).transpose(1, 2);
+  std::array<int64_t, 3> order = {0, 1, 2};  // outermost first; dim 3 is innermost
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
+  Shape strides(4);
+  int64_t step = x.size(3);
+  strides[3] = 1;
+  for (int i = 2; i >= 0; --i) {
+    strides[order[i]] = step;
+    step *= x.size(order[i]);
+  }
+  return make_empty_strided(x.sizes(), strides, d, x.device());
+}
+
+// Whether sizes / strides are dense: the dims (size > 1), by increasing stride, each step exactly over
+// the dims before (no two elements at one address, no holes).
+bool dense_layout(const Shape& sizes, const Shape& strides) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t span = 1;
+  for (size_t d : dims) {
+    if (strides[d] != span) return false;
+    span *= sizes[d];
+  }
+  return true;
+}
+
+// Note [Packed attention gradients]: q, k and v cut from one projection (GPT-2's qkv = c_attn(x),
+// split into three (B, T, C) pieces, each viewed as (B, H, T, D)) are views of one storage with equal
+// sizes and strides, k at q + delta and v at q + 2 delta. Their gradients are then allocated the same
+// way, as the slices [0], [1], [2] of one (3, B, H, L, D) buffer with strides (delta, q's strides),
+// where that buffer is dense and its rows 16-byte aligned. The split's backward (autograd/derivatives/
+// shape_ops.cpp, split_back) finds the three gradients adjacent in one storage and returns their union
+// as a view instead of concatenating them: the qkv gradient costs no copy. Otherwise each gradient is
+// its own buffer (make_output). GPU only: the CPU kernels write contiguous outputs.
+std::optional<std::array<Tensor, 3>> packed_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType d) {
+  if (!q.device().is_cuda() || q.dtype() != d) return std::nullopt;
+  const auto& sq = q.impl_ptr()->storage();
+  if (sq != k.impl_ptr()->storage() || sq != v.impl_ptr()->storage()) return std::nullopt;
+  if (k.sizes() != q.sizes() || v.sizes() != q.sizes() || k.strides() != q.strides() || v.strides() != q.strides())
+    return std::nullopt;
+  const int64_t delta = k.storage_offset() - q.storage_offset();
+  if (delta <= 0 || v.storage_offset() - k.storage_offset() != delta || q.stride(3) != 1) return std::nullopt;
+  Shape sizes = q.sizes(), strides = q.strides();
+  sizes.insert(sizes.begin(), 3);
+  strides.insert(strides.begin(), delta);
+  if (!dense_layout(sizes, strides)) return std::nullopt;
+  const int64_t es = static_cast<int64_t>(element_size(d));
+  for (size_t i = 0; i + 1 < strides.size(); ++i)
+    if (sizes[i] > 1 && (strides[i] * es) % 16 != 0) return std::nullopt;
+  const Tensor pack = make_empty_strided(sizes, strides, d, q.device());
+  return std::array<Tensor, 3>{pack.select(0, 0), pack.select(0, 1), pack.select(0, 2)};
 }
 
 }  // namespace
@@ -152,7 +209,16 @@ std::tuple<Tensor, Tensor, Tensor> flash_attention_backward(const Tensor& grad_o
   TS_CHECK(lse.dtype() == stat_dtype(d), DTypeError, op, ": expected lse of dtype ", dtype_name(stat_dtype(d)),
            " for inputs of dtype ", dtype_name(d), ", got ", dtype_name(lse.dtype()));
   check_same_device(op, {&q, &grad_out, &out, &lse});
-  Tensor dq = make_output(q, d), dk = make_output(k, d), dv = make_output(v, d);
+  Tensor dq, dk, dv;
+  if (auto packed = packed_grads(q, k, v, d)) {
+    dq = (*packed)[0];
+    dk = (*packed)[1];
+    dv = (*packed)[2];
+  } else {
+    dq = make_output(q, d);
+    dk = make_output(k, d);
+    dv = make_output(v, d);
+  }
   if (q.numel() == 0) {
     // No query: nothing flows to key and value.
     if (dk.numel() > 0) {

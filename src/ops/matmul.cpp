@@ -23,6 +23,11 @@ namespace tessera {
 
 KernelSlot<GemmKernelFn> gemm_kernel("gemm");
 
+GemmParams bias_as_input(const GemmParams& p) {
+  Tensor(p.c).copy_(p.bias.expand(p.c.sizes()));
+  return GemmParams{p.a, p.b, p.c, p.alpha, 1, Tensor()};
+}
+
 namespace {
 
 std::string mat_str(const Tensor& t) { return detail::str_cat(t.size(0), "x", t.size(1)); }
@@ -70,13 +75,15 @@ bool can_fold_leading(const Tensor& t) {
   return true;
 }
 
-// c = alpha * a @ b + beta * input over 3-D views; returns c (batch, m, n), contiguous. When beta is 0
-// the input is not read (NaN in it does not propagate, as PyTorch).
-Tensor gemm3(const Tensor& a3, const Tensor& b3, const Tensor* input, const Scalar& beta, const Scalar& alpha) {
+// c = alpha * a @ b + beta * input (+ bias, a vector (n) added to every row, with no input) over 3-D
+// views; returns c (batch, m, n), contiguous. When beta is 0 the input is not read (NaN in it does not
+// propagate, as PyTorch).
+Tensor gemm3(const Tensor& a3, const Tensor& b3, const Tensor* input, const Scalar& beta, const Scalar& alpha,
+             const Tensor& bias = Tensor()) {
   Tensor c = make_empty({a3.size(0), a3.size(1), b3.size(2)}, a3.dtype(), a3.device());
   const bool use_input = input && beta.to_double() != 0.0;
   if (use_input) c.copy_(input->expand(c.sizes()));
-  GemmParams p{a3, b3, c, alpha, use_input ? beta : Scalar(0)};
+  GemmParams p{a3, b3, c, alpha, use_input ? beta : Scalar(0), bias};
   gemm_kernel(c.device(), p);
   return c;
 }
@@ -298,9 +305,13 @@ Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor* bp) {
   if (bp) check_expandable("linear", *bp, out);
   // Folding the leading dims is free for a contiguous (or row-sliced) input; otherwise reshape copies.
   Tensor x2 = can_fold_leading(x1) ? x1.view({rows, in}) : x1.reshape({rows, in});
+  // A bias vector goes to the GEMM as its bias (an epilogue where the backend has one); a bias of
+  // another broadcastable shape is written into the result first.
+  const bool vector_bias = bp && bp->dim() == 1;
   Tensor in3;
-  if (bp) in3 = bp->expand(out).reshape({1, rows, out_f});
-  Tensor c = gemm3(x2.unsqueeze(0), weight.t().unsqueeze(0), bp ? &in3 : nullptr, 1, 1);
+  if (bp && !vector_bias) in3 = bp->expand(out).reshape({1, rows, out_f});
+  Tensor c = gemm3(x2.unsqueeze(0), weight.t().unsqueeze(0), in3.defined() ? &in3 : nullptr, 1, 1,
+                   vector_bias ? bp->expand({out_f}) : Tensor());
   return c.view(out);
 }
 

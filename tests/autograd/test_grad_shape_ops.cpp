@@ -84,6 +84,40 @@ TEST(GradShapeOps, SplitRecordsOneNodeAndUnusedPiecesGetZeros) {
   EXPECT_TRUE(ts::equal(x.grad(), expected)) << x.grad();
 }
 
+// Pieces' gradients that already lie side by side in one buffer (here cat's backward hands out views of
+// its gradient) are joined as a view, without a cat (Note [Packed attention gradients]); a .grad taken
+// from such a view does not alias a gradient someone else still holds.
+int64_t cats_in_backward(const Tensor& loss) {
+  ts::profiler::profile p;
+  loss.backward();
+  p.stop();
+  const ts::profiler::KeyAverage* cat = p.key_averages().find("cat");
+  return cat ? cat->count : 0;
+}
+
+TEST(GradShapeOps, SplitOfAdjacentGradientsIsAView) {
+  for (int64_t dim : {0, 1}) {
+    SCOPED_TRACE(dim);
+    const Tensor w = data({6, 6}, 7);
+    Tensor x = data({6, 6}).requires_grad_();
+    EXPECT_EQ(cats_in_backward(ts::sum(ts::cat(x.split(2, dim), dim) * w)), 0);
+    EXPECT_TRUE(ts::equal(x.grad(), w));
+    // Separately computed gradients are concatenated.
+    Tensor x2 = data({6, 6}).requires_grad_();
+    V pieces = x2.split(2, dim);
+    Tensor loss = ts::sum(pieces[0] * 2.0) + ts::sum(pieces[1] * 3.0) + ts::sum(pieces[2] * 4.0);
+    EXPECT_EQ(cats_in_backward(loss), 1);
+    // A retained piece gradient keeps its own values when .grad is changed in place.
+    Tensor x3 = data({6, 6}).requires_grad_();
+    V kept = x3.split(2, dim);
+    for (Tensor& k : kept) k.retain_grad();
+    ts::sum(ts::cat(kept, dim) * w).backward();
+    EXPECT_TRUE(ts::equal(x3.grad(), w));
+    x3.grad().zero_();
+    EXPECT_TRUE(ts::equal(kept[1].grad(), w.narrow(dim, 2, 2))) << kept[1].grad();
+  }
+}
+
 TEST(GradShapeOps, InPlaceOnASplitPieceIsRefused) {
   Tensor x = data({4, 3}).requires_grad_();
   Tensor y = x * 2.0;

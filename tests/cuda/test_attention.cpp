@@ -117,9 +117,9 @@ TEST(CudaAttention, ForwardMatchesCpuFloat64) {
           auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), causal, scale);
           ASSERT_EQ(out.dtype(), dt);
           ASSERT_EQ(lse.dtype(), ts::kFloat32);
-          // Stored (B, L, H, D) on the GPU (Note [Flash attention layout]): the head transpose is a view.
+          // In q's dim order (Note [Flash attention layout]): a contiguous q, a contiguous out.
           EXPECT_EQ(out.sizes(), q.sizes());
-          EXPECT_TRUE(out.transpose(1, 2).is_contiguous());
+          EXPECT_TRUE(out.is_contiguous());
           EXPECT_TRUE(near(out, ro, out_tol(dt), out_tol(dt))) << what(c, dt, causal) << backend(cudnn);
           EXPECT_TRUE(near(lse, rl, 1e-4, 1e-5)) << "lse " << what(c, dt, causal) << backend(cudnn);
         }
@@ -138,8 +138,7 @@ TEST(CudaAttention, BackwardMatchesCpuFloat64) {
           CudnnSdp use(cudnn);
           auto [out, lse] = ts::flash_attention_forward(q, k, v, causal, scale);
           auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, causal, scale);
-          EXPECT_TRUE(dq.transpose(1, 2).is_contiguous() && dk.transpose(1, 2).is_contiguous() &&
-                      dv.transpose(1, 2).is_contiguous());
+          EXPECT_TRUE(dq.is_contiguous() && dk.is_contiguous() && dv.is_contiguous());
           auto [ro, rl] = ts::flash_attention_forward(f64(q), f64(k), f64(v), causal, scale);
           auto [rq, rk, rv] = ts::flash_attention_backward(f64(g), f64(q), f64(k), f64(v), ro, rl, causal, scale);
           // With one key (S = 1) the softmax is constant: dq and dk are exactly 0, and the GPU's
@@ -166,6 +165,10 @@ TEST(CudaAttention, TransposedViewsMatchContiguousBitwise) {
     EXPECT_TRUE(all_close(out.cpu(), oc.cpu(), {0, 0})) << d;
     EXPECT_TRUE(all_close(lse.cpu(), lc.cpu(), {0, 0})) << d;
     auto [dq, dk, dv] = ts::flash_attention_backward(g, q, k, v, out, lse, true, 0.125);
+    // (B, L, H, D) memory like the transposed inputs: the head transposes back are views.
+    EXPECT_TRUE(out.transpose(1, 2).is_contiguous() && dq.transpose(1, 2).is_contiguous() &&
+                dk.transpose(1, 2).is_contiguous() && dv.transpose(1, 2).is_contiguous());
+    EXPECT_TRUE(oc.is_contiguous());
     auto [dq2, dk2, dv2] =
         ts::flash_attention_backward(g, q.contiguous(), k.contiguous(), v.contiguous(), oc, lc, true, 0.125);
     EXPECT_TRUE(all_close(dq.cpu(), dq2.cpu(), {0, 0})) << d;
@@ -186,6 +189,45 @@ TEST(CudaAttention, MisalignedStorageIsCopied) {
   auto [out, lse] = ts::flash_attention_forward(q, k, v, false, 0.125);
   auto [oc, lc] = ts::flash_attention_forward(q.contiguous(), k, v, false, 0.125);
   EXPECT_TRUE(all_close(out.cpu(), oc.cpu(), {0, 0}));
+}
+
+// GPT-2's q, k, v cut from one (B, T, 3C) projection (Note [Packed attention gradients]): the backward
+// writes dq, dk, dv side by side in one buffer, the split's backward joins them as a view, and the
+// projection's gradient equals the one of three separate contiguous leaves (bitwise on tessera's
+// kernels, which are layout-independent; within the bf16 gradient tolerance through cuDNN).
+TEST(CudaAttention, PackedQkvGradientsLieInOneBuffer) {
+  TS_REQUIRE_GPU();
+  for (bool cudnn : {true, false})
+    for (int64_t d : {64, 128}) {
+      CudnnSdp use(cudnn);
+      const int64_t b = 2, h = 3, t = 256, c = h * d;
+      const ts::Tensor x = test_data({b, t, 3 * c}, ts::kBFloat16, 40).to("cuda").requires_grad_();
+      const ts::Tensor g = test_data({b, t, c}, ts::kBFloat16, 41).to("cuda");
+      auto heads = [&](const ts::Tensor& y) { return y.view({b, t, h, d}).transpose(1, 2); };
+      std::vector<ts::Tensor> qkv = x.split(c, 2);
+      const ts::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+      {  // the op's outputs: slices of one buffer, k's c elements after q's
+        ts::NoGradGuard no_grad;
+        auto [out, lse] = ts::flash_attention_forward(q, k, v, true, 0.125);
+        auto [dq, dk, dv] = ts::flash_attention_backward(heads(g), q, k, v, out, lse, true, 0.125);
+        EXPECT_EQ(static_cast<char*>(dk.data_ptr()) - static_cast<char*>(dq.data_ptr()), c * 2);
+        EXPECT_EQ(static_cast<char*>(dv.data_ptr()) - static_cast<char*>(dk.data_ptr()), c * 2);
+        EXPECT_EQ(dq.strides(), q.strides());
+      }
+      ts::Tensor y = ts::nn::functional::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true);
+      y.transpose(1, 2).reshape({b, t, c}).backward(g);
+      // The same with three contiguous leaves.
+      ts::Tensor q2 = q.detach().contiguous().requires_grad_(), k2 = k.detach().contiguous().requires_grad_(),
+                 v2 = v.detach().contiguous().requires_grad_();
+      ts::Tensor y2 = ts::nn::functional::scaled_dot_product_attention(q2, k2, v2, std::nullopt, 0.0, true);
+      y2.backward(heads(g));
+      auto back = [&](const ts::Tensor& gh) { return gh.transpose(1, 2).reshape({b, t, c}); };
+      const ts::Tensor want = ts::cat({back(q2.grad()), back(k2.grad()), back(v2.grad())}, 2);
+      if (cudnn)
+        EXPECT_TRUE(near(x.grad(), f64(want), grad_tol(ts::kBFloat16), grad_tol(ts::kBFloat16))) << d;
+      else
+        EXPECT_TRUE(all_close(x.grad().cpu(), want.cpu(), {0, 0})) << d;
+    }
 }
 
 // With the determinism switch on, the backward is bitwise repeatable on both paths (cuDNN's through its

@@ -2,7 +2,8 @@
 // kernel on the same inputs: every dtype, m / n / k of 1, k == 0, odd sizes, batched and broadcast
 // batches, transposed and sliced operands, beta != 0 (and beta == 0 over NaN), integer wrap-around,
 // float32 with TF32 off (float32 tolerance) and on (rtol 1e-2), the gemm slot with C layouts the ops
-// never produce, the fused bias + activation epilogue against the unfused ops, and the errors.
+// never produce, linear's bias vector (cuBLASLt's BIAS epilogue or the bias written into C), the fused
+// bias + activation epilogue against the unfused ops, and the errors.
 #include <cmath>
 #include <limits>
 
@@ -292,6 +293,30 @@ TEST(CudaMatmul, RaggedDimsOfLargeProductsAreStaged) {
     EXPECT_TRUE(all_close_scaled(ts::bmm(gpu(g3), gpu(w).expand({2, n, k})).cpu(),
                                  ts::bmm(g3.to(ts::kFloat64), w.to(ts::kFloat64).expand({2, n, k})), tol_k(dt, n)));
   }
+}
+
+// linear's bias vector through the gemm slot (ops/gemm_kernel.h): cuBLASLt's BIAS epilogue where the
+// product is aligned (64 x 32 @ 32 x 48), the bias written into C elsewhere (ragged dims, one row,
+// k == 0, integers); a bias of size 1 and a sliced one; all against the CPU.
+TEST(CudaMatmul, LinearBiasVectorMatchesCpu) {
+  TS_REQUIRE_GPU();
+  Tf32Scope tf32(false);
+  struct Case { int64_t m, k, n; };
+  for (ts::DType dt : gemm_dtypes())
+    for (Case c : {Case{64, 32, 48}, Case{13, 24, 17}, Case{1, 32, 48}, Case{64, 0, 48}})
+      for (int bias_kind : {0, 1, 2}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " m " + std::to_string(c.m) + " k " + std::to_string(c.k) +
+                     " n " + std::to_string(c.n) + " bias " + std::to_string(bias_kind));
+        ts::Tensor x = data({c.m, c.k}, dt, 52), w = data({c.n, c.k}, dt, 53);
+        ts::Tensor bias = bias_kind == 0 ? data({c.n}, dt, 54)
+                          : bias_kind == 1 ? data({1}, dt, 55)
+                                           : data({2 * c.n}, dt, 56).slice(0, 0, 2 * c.n, 2);
+        ts::Tensor want = ts::linear(x, w, bias);
+        ts::Tensor got = ts::linear(gpu(x), gpu(w), bias_kind == 2 ? gpu(data({2 * c.n}, dt, 56)).slice(0, 0, 2 * c.n, 2)
+                                                                   : gpu(bias));
+        ASSERT_EQ(got.sizes(), want.sizes());
+        EXPECT_TRUE(all_close_scaled(got.cpu(), want, tol_k(dt, c.k)));
+      }
 }
 
 // ---- the fused epilogue (an internal entry of the CUDA backend: only in a CUDA build) ------------------

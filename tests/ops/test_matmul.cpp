@@ -296,6 +296,23 @@ TEST(Matmul, LinearAnyLeadingDimsWithAndWithoutBias) {
       }
 }
 
+// The bias reaches the gemm slot as a vector (ops/gemm_kernel.h): one of size 1 (broadcast), a sliced
+// one (stride 2), a bias of the output's trailing shape (written in as the GEMM's input), and k == 0
+// (the bias alone).
+TEST(Matmul, LinearBiasShapesAndEmptySum) {
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kInt32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    ts::Tensor x = data({2, 3, 6}, dt, 32), w = data({4, 6}, dt, 33);
+    ts::Tensor ref = ref_matmul(x, w.t());
+    ts::Tensor one = data({1}, dt, 34), sliced = data({8}, dt, 35).slice(0, 0, 8, 2), full = data({3, 4}, dt, 36);
+    EXPECT_TRUE(close_k(ts::linear(x, w, one), ref_add(one, ref, 1, 1), 6));
+    EXPECT_TRUE(close_k(ts::linear(x, w, sliced), ref_add(sliced, ref, 1, 1), 6));
+    EXPECT_TRUE(close_k(ts::linear(x, w, full), ref_add(full, ref, 1, 1), 6));
+    ts::Tensor x0 = ts::empty({5, 0}, dt), w0 = ts::empty({4, 0}, dt), b = data({4}, dt, 37);
+    EXPECT_TRUE(close_k(ts::linear(x0, w0, b), b.unsqueeze(0).expand({5, 4}).to(ts::kFloat64), 1));
+  }
+}
+
 // ---- dot and outer ------------------------------------------------------------------------------------
 TEST(Matmul, DotAndOuter) {
   for (ts::DType dt : gemm_dtypes())

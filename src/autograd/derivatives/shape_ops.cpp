@@ -8,6 +8,8 @@
 // indices. Each of these is differentiable again. What each forward left in attrs is described where
 // it records (ops/shape_ops.cpp, ops/sort_ops.cpp).
 #include "autograd/derivatives/derivatives.h"
+#include "runtime/grad_mode.h"
+#include "tensor/tensor_impl.h"
 
 namespace tessera::autograd {
 namespace {
@@ -30,11 +32,36 @@ V cat_back(const BackwardContext& c, const V& g) {
   return out;
 }
 
-// split / unbind (Note [Split into pieces], ops/views.cpp): the pieces' gradients joined again. The
-// engine passes zeros for a piece that received no gradient.
+// The pieces' gradients as one view where they already lie side by side (Note [Packed attention
+// gradients], ops/attention_ops.cpp): one storage, one dtype and strides, each piece starting where the
+// one before ends along d, and the union contiguous. Undefined otherwise.
+Tensor adjacent_union(const V& g, int64_t d) {
+  if (g.empty() || !g[0].defined()) return Tensor();
+  const Tensor& first = g[0];
+  Shape sizes = first.sizes();
+  int64_t next = first.storage_offset() + first.size(d) * first.stride(d);
+  for (size_t i = 1; i < g.size(); ++i) {
+    const Tensor& t = g[i];
+    if (!t.defined() || t.impl_ptr()->storage() != first.impl_ptr()->storage() || t.dtype() != first.dtype() ||
+        t.strides() != first.strides() || t.dim() != first.dim() || t.storage_offset() != next)
+      return Tensor();
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (k != d && t.size(k) != first.size(k)) return Tensor();
+    sizes[d] += t.size(d);
+    next += t.size(d) * t.stride(d);
+  }
+  if (!is_contiguous_layout(sizes, first.strides())) return Tensor();
+  return first.as_strided(sizes, first.strides(), first.storage_offset());
+}
+
+// split / unbind (Note [Split into pieces], ops/views.cpp): the pieces' gradients joined again (a view
+// where they are adjacent already). The engine passes zeros for a piece that received no gradient.
 V split_back(const BackwardContext& c, const V& g) {
   if (!needs(c, 0)) return {Tensor()};
-  return {cat(g, c.attrs.ints.at(0))};
+  const int64_t d = c.attrs.ints.at(0);
+  if (!is_grad_enabled())
+    if (Tensor u = adjacent_union(g, d); u.defined()) return {u};
+  return {cat(g, d)};
 }
 V unbind_back(const BackwardContext& c, const V& g) {
   if (!needs(c, 0)) return {Tensor()};

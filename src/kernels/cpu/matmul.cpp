@@ -238,6 +238,7 @@ void gemm_cpu(const GemmParams& p) {
   TS_CHECK(p.a.is_cpu() && p.b.is_cpu() && p.c.is_cpu(), DeviceError, "matmul: the CPU kernel got tensors on ",
            p.a.device().str(), ", ", p.b.device().str(), " and ", p.c.device().str());
   if (p.c.numel() == 0) return;
+  if (p.bias.defined()) return gemm_cpu(bias_as_input(p));  // BLAS adds C: the bias goes in as C
   const DType dt = p.c.dtype();
   if (p.k() == 0) {  // an empty sum: only the beta term remains
     dispatch_dtype<DTypeSet::AllNoBool>(dt, "matmul", [&]<class T>(TypeTag<T>) { scale_output<T>(p.c, p.beta); });

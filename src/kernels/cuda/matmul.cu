@@ -161,6 +161,8 @@ void gemm_cuda(const GemmParams& p) {
   if (p.c.numel() == 0) return;
   CurrentDevice guard(p.c.device().index());
   const DType dt = p.c.dtype();
+  // A bias with nothing to fuse it into (an empty sum, integers): written into C first.
+  if (p.bias.defined() && (p.k() == 0 || !is_floating_point(dt))) return gemm_cuda(bias_as_input(p));
   if (p.k() == 0) {  // an empty sum: only the beta term remains
     scale_output(p.c, p.beta);
     return;

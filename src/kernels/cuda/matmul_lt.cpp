@@ -447,9 +447,26 @@ bool gemm_staged(const GemmParams& p, double beta) {
   return true;
 }
 
+// C = alpha A B + bias through cuBLASLt's BIAS epilogue (ops/gemm_kernel.h), or false where the
+// product is not one the epilogue takes as it is: one matrix, C written in place as X = C^T, every
+// matrix and the bias 16-byte aligned with whole 16-byte vectors along m, n and k (no staging).
+bool gemm_bias_epilogue(const GemmParams& p) {
+  const int64_t step = 16 / static_cast<int64_t>(p.c.element_size());
+  if (p.batch() != 1 || p.m() < 2 || p.m() % step != 0 || p.n() % step != 0 || p.k() % step != 0) return false;
+  if (misaligned(p.a) || misaligned(p.b) || misaligned(p.c) || !writable_in_place(p.c, true)) return false;
+  const Tensor bias = p.bias.contiguous();
+  if (alignment_of(bias.data_ptr()) < 16) return false;
+  return lt_matmul(p.a, p.b, p.c, p.alpha.to_double(), 0.0, CUBLASLT_EPILOGUE_BIAS, bias);
+}
+
 }  // namespace
 
 void gemm_lt(const GemmParams& p) {
+  if (p.bias.defined()) {
+    if (gemm_bias_epilogue(p)) return;
+    gemm_lt(bias_as_input(p));
+    return;
+  }
   const double alpha = p.alpha.to_double(), beta = p.beta.to_double();
   if (gemm_staged(p, beta)) return;
   const Tensor& c = p.c;
