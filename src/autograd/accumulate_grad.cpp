@@ -21,10 +21,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     // A gradient nobody else holds can become .grad as it is; otherwise keep a private copy so that
     // later in-place accumulation does not write into someone else's tensor. "Nobody else" covers the
     // storage: a gradient may be a view over others' memory (a split's joined gradient, Note [Packed
-    // attention gradients]). A gradient that is not contiguous may be an expanded view (sum's
-    // gradient), which in-place accumulation cannot write.
+    // attention gradients]; cat's gradient pieces). A view into a larger buffer is copied as well, so
+    // that .grad does not keep the rest alive. A gradient that is not contiguous may be an expanded
+    // view (sum's gradient), which in-place accumulation cannot write.
+    const auto& storage = g.impl_ptr()->storage();
+    const bool whole = storage->nbytes() == static_cast<size_t>(g.numel()) * element_size(g.dtype());
     if (is_grad_enabled()) m.grad = g;                    // create_graph: keep the gradient's history
-    else if (g.impl_ptr().use_count() > 1 || g.impl_ptr()->storage().use_count() > 1 || !g.is_contiguous())
+    else if (g.impl_ptr().use_count() > 1 || storage.use_count() > 1 || !whole || !g.is_contiguous())
       m.grad = g.clone();
     else m.grad = g;
   } else if (is_grad_enabled()) {

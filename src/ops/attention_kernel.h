@@ -14,9 +14,9 @@
 //    the input's strides, last dim innermost), as PyTorch's cuDNN attention allocates them: a
 //    contiguous q gives a contiguous out and dq (a leaf's gradient is taken as it is, no copy), GPT-2's
 //    transposed (B, L, H, D) views give (B, L, H, D) memory, so that y.transpose(1, 2).reshape(B, L,
-//    H D) and the gradients of the transposed views are views, not copies. q, k, v cut from one
-//    projection get dq, dk, dv side by side in one buffer (Note [Packed attention gradients],
-//    ops/attention_ops.cpp). The kernels write through the strides.
+//    H D) and the gradients of the transposed views are views, not copies. Except: q, k, v cut from
+//    one projection get dq, dk, dv side by side in one buffer, each with its input's strides (Note
+//    [Packed attention gradients], ops/attention_ops.cpp). The kernels write through the strides.
 // B, H, L, S, D >= 1 (the op returns early on empty batches). The GPU kernels take T in {float16,
 // bfloat16} and D in {64, 128}; the op rejects other cases on the GPU (the functional
 // scaled_dot_product_attention then uses its composite path).

@@ -135,7 +135,7 @@ bool dense_layout(const Shape& sizes, const Shape& strides) {
 // as a view instead of concatenating them: the qkv gradient costs no copy. Otherwise each gradient is
 // its own buffer (make_output). GPU only: the CPU kernels write contiguous outputs.
 std::optional<std::array<Tensor, 3>> packed_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType d) {
-  if (!q.device().is_cuda() || q.dtype() != d) return std::nullopt;
+  if (!q.device().is_cuda()) return std::nullopt;
   const auto& sq = q.impl_ptr()->storage();
   if (sq != k.impl_ptr()->storage() || sq != v.impl_ptr()->storage()) return std::nullopt;
   if (k.sizes() != q.sizes() || v.sizes() != q.sizes() || k.strides() != q.strides() || v.strides() != q.strides())

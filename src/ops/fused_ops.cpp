@@ -288,8 +288,11 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     const int64_t vp = dev.is_cuda() && v % align != 0 ? (v + align - 1) / align * align : v;
     // dW (Vp rows) accumulates over the chunks: in float32 for 16-bit inputs (one rounding at the end).
     const bool acc32 = need_w && compute_dtype(d) != d && n > chunk_rows;
-    Tensor dw_acc;  // acc32: the first chunk's product is its first value (no zero fill, no add)
-    if (need_w && !(acc32 && c > 0)) dw_acc = zeros({vp, c}, TensorOptions(acc32 ? kFloat32 : d, dev));
+    // The first chunk's product is dW's first value (no zero fill, no read of C); zeros only where
+    // no product runs (no rows, or c == 0).
+    Tensor dw_acc;
+    if (need_w && (n == 0 || c == 0)) dw_acc = zeros({vp, c}, TensorOptions(acc32 ? kFloat32 : d, dev));
+    else if (need_w && !acc32) dw_acc = make_empty({vp, c}, d, dev);
     Tensor wp = w;
     if (vp != v) {
       wp = make_empty({vp, c}, d, dev);
@@ -314,8 +317,10 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
           Tensor part = mm(dlogits.t(), x_chunk).to(kFloat32);
           if (dw_acc.defined()) dw_acc.add_(part);
           else dw_acc = std::move(part);
-        } else
-          gemm_kernel(dev, GemmParams{dlogits.t().unsqueeze(0), x_chunk.unsqueeze(0), dw_acc.unsqueeze(0), 1, 1});
+        } else {
+          gemm_kernel(dev, GemmParams{dlogits.t().unsqueeze(0), x_chunk.unsqueeze(0), dw_acc.unsqueeze(0), 1,
+                                      r0 == 0 ? 0 : 1});
+        }
       }
     }
     loss = reduction == "mean" ? total * scale : total;

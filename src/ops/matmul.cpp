@@ -82,6 +82,9 @@ Tensor gemm3(const Tensor& a3, const Tensor& b3, const Tensor* input, const Scal
              const Tensor& bias = Tensor()) {
   Tensor c = make_empty({a3.size(0), a3.size(1), b3.size(2)}, a3.dtype(), a3.device());
   const bool use_input = input && beta.to_double() != 0.0;
+  TS_CHECK(!bias.defined() || (!use_input && bias.dim() == 1 && bias.size(0) == c.size(2)), ValueError,
+           "matmul: internal error: a GEMM bias must be a vector of the product's ", c.size(2),
+           " columns with no input term, got ", bias.sizes());
   if (use_input) c.copy_(input->expand(c.sizes()));
   GemmParams p{a3, b3, c, alpha, use_input ? beta : Scalar(0), bias};
   gemm_kernel(c.device(), p);

@@ -100,8 +100,9 @@ Tensor recorded_strided(const char* op, const Tensor& self, Tensor out, Redo&& r
 // split_with_sizes and unbind do. The gradient is then one cat (stack for unbind) of the pieces'
 // gradients, where a node per piece (slice / select) would scatter each into zeros of the whole input
 // and sum them: for a fused QKV projection split into q, k and v, three zero fills, three full
-// copies and two full adds become one copy. attrs.ints = [dim, length of each piece] (no lengths for
-// unbind).
+// copies and two full adds become one copy -- or none, where the pieces' gradients already lie side
+// by side in one buffer (split_back, Note [Packed attention gradients]). attrs.ints = [dim, length of
+// each piece] (no lengths for unbind).
 std::vector<Tensor> recorded_pieces(const char* op, const Tensor& self, std::vector<Tensor> pieces, int64_t d,
                                     const std::vector<int64_t>& lengths) {
   if (!should_record({&self})) return pieces;

@@ -115,7 +115,26 @@ TEST(GradShapeOps, SplitOfAdjacentGradientsIsAView) {
     EXPECT_TRUE(ts::equal(x3.grad(), w));
     x3.grad().zero_();
     EXPECT_TRUE(ts::equal(kept[1].grad(), w.narrow(dim, 2, 2))) << kept[1].grad();
+    // The joined view lies over the caller's gradient: .grad is a copy of it, not an alias.
+    Tensor x4 = data({6, 6}).requires_grad_();
+    const Tensor g = data({6, 6}, 8), g_before = g.clone();
+    ts::cat(x4.split(2, dim), dim).backward(g);
+    EXPECT_TRUE(ts::equal(x4.grad(), g_before));
+    EXPECT_NE(x4.grad().data_ptr(), g.data_ptr());
+    x4.grad().zero_();
+    EXPECT_TRUE(ts::equal(g, g_before));
   }
+}
+
+// A leaf's .grad does not keep a larger buffer alive: a gradient that is a view into one (cat's
+// backward hands each input a slice of its gradient) is copied.
+TEST(GradShapeOps, LeafGradientIsNotAViewIntoALargerBuffer) {
+  Tensor a = data({2, 3}).requires_grad_(), b = data({4, 3}, 2).requires_grad_();
+  ts::sum(ts::cat({a, b}, 0) * data({6, 3}, 3)).backward();
+  EXPECT_FALSE(a.grad().is_alias_of(b.grad()));
+  // Each .grad's storage holds just its elements: a view of all 18 elements of cat's gradient is out
+  // of bounds.
+  for (const Tensor* t : {&a, &b}) EXPECT_ANY_THROW(t->grad().as_strided({18}, {1}, 0));
 }
 
 TEST(GradShapeOps, InPlaceOnASplitPieceIsRefused) {

@@ -43,6 +43,9 @@ class MultiheadAttention : public Module {
   Generator* generator = nullptr;  // for attention dropout; the device default when null
   Tensor in_proj_weight, in_proj_bias;
   Linear out_proj;
+
+ private:
+  using Module::forward;  // forward(input) raises: attention takes query, key, value (private)
 };
 
 }  // namespace tessera::nn

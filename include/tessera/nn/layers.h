@@ -34,6 +34,9 @@ class Bilinear : public Module {
 
   int64_t in1_features, in2_features, out_features;
   Tensor weight, bias;
+
+ private:
+  using Module::forward;  // forward(input) raises: Bilinear takes two inputs (private: not callable)
 };
 
 // A lookup table: weight (num_embeddings, embedding_dim) ~ N(0, 1), the padding_idx row zero (and

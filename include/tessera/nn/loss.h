@@ -20,6 +20,9 @@ class Loss : public Module {
 
  protected:
   explicit Loss(std::string reduction, bool batchmean_ok = false);
+
+ private:
+  using Module::forward;  // forward(input) raises: a loss takes input and target (private)
 };
 
 struct CrossEntropyLossOptions {

@@ -238,7 +238,9 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& key, const LtTypes& t, const void
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), plan->op, plan->p, plan->q, plan->x,
                                                            plan->x, pref.get(), 1, &result, &count);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && count == 0)) return plan;
-  if (st == CUBLAS_STATUS_INVALID_VALUE && fused_layer_epilogue(key.epilogue)) return plan;
+  if (st == CUBLAS_STATUS_INVALID_VALUE &&
+      (fused_layer_epilogue(key.epilogue) || key.epilogue == CUBLASLT_EPILOGUE_BIAS))
+    return plan;
   TS_CUBLAS_CHECK(st);
   plan->algo = result.algo;
   plan->workspace = result.workspaceSize;
@@ -452,7 +454,8 @@ bool gemm_staged(const GemmParams& p, double beta) {
 // matrix and the bias 16-byte aligned with whole 16-byte vectors along m, n and k (no staging).
 bool gemm_bias_epilogue(const GemmParams& p) {
   const int64_t step = 16 / static_cast<int64_t>(p.c.element_size());
-  if (p.batch() != 1 || p.m() < 2 || p.m() % step != 0 || p.n() % step != 0 || p.k() % step != 0) return false;
+  if (p.bias.dim() != 1 || p.bias.size(0) != p.n() || p.beta.to_double() != 0.0) return false;
+  if (p.batch() != 1 || p.m() % step != 0 || p.n() % step != 0 || p.k() % step != 0) return false;
   if (misaligned(p.a) || misaligned(p.b) || misaligned(p.c) || !writable_in_place(p.c, true)) return false;
   const Tensor bias = p.bias.contiguous();
   if (alignment_of(bias.data_ptr()) < 16) return false;
