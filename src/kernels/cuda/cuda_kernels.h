@@ -14,7 +14,8 @@ void register_shape_ops();    // shape_ops.cu (index_map, tril/triu)
 void register_random();       // random.cu (Philox, the same bits as the CPU)
 void register_optim();        // optim.cu (fused multi-tensor SGD/Adam)
 void register_conv();         // conv.cu (cuDNN), pool.cu
-void register_norm();         // norm.cu (layer norm, RMS norm)
+void register_norm_forward();   // norm_fwd.cu (layer norm, RMS norm, add + layer norm)
+void register_norm_backward();  // norm_bwd.cu
 void register_batch_norm();   // batch_norm.cu (cuDNN)
 void register_loss();         // loss.cu (cross-entropy fused with log_softmax)
 void register_attention();    // attention_fwd.cu, attention_bwd.cu (flash attention)

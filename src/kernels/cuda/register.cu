@@ -14,7 +14,8 @@ void register_cuda_kernels() {
   register_random();
   register_optim();
   register_conv();
-  register_norm();
+  register_norm_forward();
+  register_norm_backward();
   register_batch_norm();
   register_loss();
   register_attention();
