@@ -1,11 +1,29 @@
 #include "common/test_util.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
+#include <stdexcept>
+#include <system_error>
 
 #include "runtime/philox.h"
 
 namespace tessera::testing {
+
+std::string source_path(const std::string& rel) {
+  namespace fs = std::filesystem;
+  if (const char* src = std::getenv("TESSERA_SOURCE_DIR"); src && *src) return (fs::path(src) / rel).string();
+  std::error_code ec;
+  // __FILE__ is tests/common/test_util.cpp of the tree; a compiler cache may have made it relative to
+  // the build folder, so it is only one of the places looked in.
+  const fs::path tree = fs::path(__FILE__).parent_path().parent_path().parent_path();
+  if (!tree.empty() && fs::exists(tree / rel, ec)) return (tree / rel).string();
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  for (fs::path dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
+    if (fs::exists(dir / rel, ec)) return (dir / rel).string();
+  throw std::runtime_error("cannot find " + rel + " of the source tree; set TESSERA_SOURCE_DIR to the tree's root (ctest sets it)");
+}
 
 Tolerance tolerance_for(DType t) {
   switch (t) {

@@ -62,4 +62,10 @@ std::string message_of(F&& f) {
   return "";
 }
 
+// A file or folder of the source tree, `rel` relative to its root ("tests/io/corpus"): under
+// $TESSERA_SOURCE_DIR (ctest sets it); run by hand, in the tree this file was compiled from, else in a
+// folder above the executable (a build folder inside the tree). Throws std::runtime_error naming `rel`
+// and TESSERA_SOURCE_DIR when none has it.
+std::string source_path(const std::string& rel);
+
 }  // namespace tessera::testing

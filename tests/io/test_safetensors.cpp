@@ -57,19 +57,7 @@ std::string pack(std::string header, const std::string& data) {
   return out + header + data;
 }
 
-// ctest sets TESSERA_SOURCE_DIR. Run by hand, the corpus is next to this file; __FILE__ may be relative
-// to the build directory (compiler caches rewrite paths), so also look upwards from the executable.
-std::string corpus_dir() {
-  if (const char* src = std::getenv("TESSERA_SOURCE_DIR")) return (fs::path(src) / "tests/io/corpus").string();
-  fs::path here = fs::path(__FILE__).parent_path() / "corpus";
-  if (fs::is_directory(here)) return here.string();
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  for (fs::path dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-    if (fs::is_directory(dir / "tests/io/corpus")) return (dir / "tests/io/corpus").string();
-  }
-  return here.string();
-}
+std::string corpus_dir() { return ts::testing::source_path("tests/io/corpus"); }
 
 // Same dtype, sizes and values, bit for bit (tolerance zero).
 void expect_same(const ts::Tensor& actual, const ts::Tensor& expected, const std::string& what) {

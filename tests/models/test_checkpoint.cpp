@@ -93,8 +93,7 @@ TEST(Checkpoint, BadCheckpointsRaiseIOError) {
 }
 
 TEST(Checkpoint, PyTorchLoadsTheModelAndAgrees) {
-  const char* src = std::getenv("TESSERA_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "TESSERA_SOURCE_DIR is set by ctest";
+  const std::string script = ts::testing::source_path("tests/models/torch_load_checkpoint.py");
   if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") != 0) {
     if (std::getenv("CI") && std::string(std::getenv("CI")) == "true") FAIL() << "PyTorch (python3-torch) is missing";
     GTEST_SKIP() << "PyTorch (python3-torch) is missing";
@@ -105,7 +104,7 @@ TEST(Checkpoint, PyTorchLoadsTheModelAndAgrees) {
   ts::save_checkpoint(dir.string(), m);
   ts::Tensor x = ts::randn({2, 1, 28, 28});
   ts::save_safetensors({{"x", x}, {"y", m(x).detach()}}, (dir / "io.safetensors").string());
-  std::string cmd = std::string("/usr/bin/python3 ") + src + "/tests/models/torch_load_checkpoint.py " + dir.string();
+  std::string cmd = "/usr/bin/python3 " + script + " " + dir.string();
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   fs::remove_all(dir);
 }

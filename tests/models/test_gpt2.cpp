@@ -544,10 +544,9 @@ std::string python() {
 // Runs tests/models/hf_gpt2_reference.py (random GPT2LMHeadModel of `config`, its safetensors and its
 // float32 logits for fixed tokens), loads the checkpoint and compares the logits on `device`.
 void compare_with_transformers(const std::string& config, ts::Device device) {
-  const char* src = std::getenv("TESSERA_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "TESSERA_SOURCE_DIR is not set (ctest sets it)";
+  const std::string script = ts::testing::source_path("tests/models/hf_gpt2_reference.py");
   fs::path dir = scratch("hf_" + config);
-  std::string cmd = python() + " " + src + "/tests/models/hf_gpt2_reference.py " + dir.string() + " --config " + config;
+  std::string cmd = python() + " " + script + " " + dir.string() + " --config " + config;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ts::SafetensorsFile ref((dir / "reference.safetensors").string());
   auto meta = [&](const char* k) { return std::stoll(ref.metadata().at(k)); };

@@ -15,18 +15,7 @@ namespace tessera::nn_testing {
 
 namespace fs = std::filesystem;
 
-// ctest sets TESSERA_SOURCE_DIR; run by hand, look next to this file, then upwards from the executable.
-inline std::string reference_path() {
-  const std::string rel = "tests/nn/data/torch_reference.safetensors";
-  if (const char* src = std::getenv("TESSERA_SOURCE_DIR")) return (fs::path(src) / rel).string();
-  fs::path here = fs::path(__FILE__).parent_path() / "data/torch_reference.safetensors";
-  if (fs::exists(here)) return here.string();
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  for (fs::path dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path())
-    if (fs::exists(dir / rel)) return (dir / rel).string();
-  return here.string();
-}
+inline std::string reference_path() { return testing::source_path("tests/nn/data/torch_reference.safetensors"); }
 
 inline const SafetensorsFile& reference_file() {
   static std::unique_ptr<SafetensorsFile> f = std::make_unique<SafetensorsFile>(reference_path());

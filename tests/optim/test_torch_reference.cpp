@@ -36,9 +36,11 @@ bool on_ci() { return std::getenv("CI") && std::string(std::getenv("CI")) == "tr
 // Writes `inputs` with `metadata`, runs the PyTorch script over them, and reads its outputs.
 Reference run_reference(const std::map<std::string, ts::Tensor>& inputs, const std::map<std::string, std::string>& meta) {
   Reference r;
-  const char* src = std::getenv("TESSERA_SOURCE_DIR");
-  if (!src) {
-    r.why = "TESSERA_SOURCE_DIR is not set (ctest sets it): cannot find torch_optim_reference.py";
+  std::string script;
+  try {
+    script = ts::testing::source_path("tests/optim/torch_optim_reference.py");
+  } catch (const std::runtime_error& e) {
+    r.why = e.what();
     return r;
   }
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
@@ -50,7 +52,7 @@ Reference run_reference(const std::map<std::string, ts::Tensor>& inputs, const s
   fs::create_directories(dir);
   const fs::path in = dir / "inputs.safetensors", out = dir / "outputs.safetensors";
   ts::save_safetensors(inputs, in.string(), meta);
-  const std::string cmd = "/usr/bin/python3 " + (fs::path(src) / "tests/optim/torch_optim_reference.py").string() +
+  const std::string cmd = "/usr/bin/python3 " + script +
                           " " + in.string() + " " + out.string();
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
