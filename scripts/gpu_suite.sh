@@ -63,35 +63,57 @@ if [ $tests = 1 ]; then
   fi
 fi
 if [ $sanitize = 1 ]; then
-  echo "==> compute-sanitizer memcheck and racecheck (TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
-  # Tests past 2^31 elements are left out: under the sanitizer they would take hours. Executables run
-  # SANITIZE_JOBS at a time (on SANITIZE_GPU where set: another GPU than the benchmarks'). The tools
-  # load the CPUs heavily: unit tests run beside them overran a 240 s limit on a 32-core machine.
-  # Under the tools single tests take minutes (CudaBinary.Arithmetic 168 s under racecheck,
-  # CudaOptim.SgdTenStepsBitwiseEqualsCpu 118 s under memcheck), so each test runs in its own process
-  # (SANITIZE_TIMEOUT each, default 600 s): an executable never times out as a whole, and the tests
-  # spread over the CPUs. One log per tool and test; a summary line per test.
+  echo "==> compute-sanitizer (${SANITIZE_TOOLS:-memcheck racecheck}; TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
+  # Tests past 2^31 elements are left out: under the tools they would take hours. Single tests take
+  # minutes there (CudaNorm.EveryRowLengthAndDtype 414 s under racecheck, CudaOptim's 16-bit comparisons
+  # 476 s under memcheck on an H200 with 15 at once), so each test runs in its own process and the
+  # executables known to be slow start first. The tools load the CPUs heavily: run nothing beside them.
+  #   SANITIZE_JOBS      tests at once (default: the CPU count less one)
+  #   SANITIZE_TIMEOUT   seconds per test (default 600)
+  #   SANITIZE_DEADLINE  seconds for the whole phase: a test is started only while time is left, and is
+  #                      stopped at the deadline ("cut"); tests not run are listed, not counted as passed
+  #   SANITIZE_TOOLS     default "memcheck racecheck"
+  #   SANITIZE_GPU       CUDA_VISIBLE_DEVICES for the tools (another GPU than the benchmarks')
+  # Resumable: a test with a result line in $OUT/sanitizer-summary.txt is not run again, so the same
+  # command continues where a deadline stopped it (delete the file to start over).
+  # Summary line: "tool exe test: rc R, S s, <the tool's summary>, <gtest's verdict>".
+  export SAN_END=$(( $(date +%s) + ${SANITIZE_DEADLINE:-1000000} ))
   sanitize_test() {  # tool exe test
-    local log="$OUT/sanitizer/$1-$(basename "$2")-$3.log"
+    local left=$(( SAN_END - $(date +%s) - 10 ))
+    if [ "$left" -lt 30 ]; then echo "$1 $(basename "$2") $3: not started (deadline)" >> "$OUT/sanitizer-left.txt"; return; fi
+    [ "$left" -gt "${SANITIZE_TIMEOUT:-600}" ] && left=${SANITIZE_TIMEOUT:-600}
+    local log="$OUT/sanitizer/$1-$(basename "$2")-${3//\//_}.log" t0=$(date +%s)
     env TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc ${SANITIZE_GPU:+CUDA_VISIBLE_DEVICES=$SANITIZE_GPU} \
-      timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$1" --error-exitcode 99 "$2" \
-      --gtest_filter="$3" > "$log" 2>&1
-    local r=$?
-    echo "$1 $(basename "$2") $3: rc $r $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+      timeout "$left" compute-sanitizer --tool "$1" --error-exitcode 99 "$2" --gtest_filter="$3" > "$log" 2>&1
+    local r=$? secs=$(( $(date +%s) - t0 ))
+    if [ $r = 124 ] && [ $(( SAN_END - $(date +%s) )) -lt 15 ]; then
+      echo "$1 $(basename "$2") $3: cut at the deadline after ${secs} s" >> "$OUT/sanitizer-left.txt"; return
+    fi
+    echo "$1 $(basename "$2") $3: rc $r, $secs s, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 | sed 's/^=* *//')," \
+      "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$log" | head -1)" | tee -a "$OUT/sanitizer-summary.txt"
   }
   export -f sanitize_test
   mkdir -p "$OUT/sanitizer"
-  # "tool exe Suite.Test" lines: every test of every test_cuda_* executable but those past 2^31
-  # elements (hours under the tools).
-  for tool in memcheck racecheck; do
-    find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
-      | while read -r exe; do
-          "$exe" --gtest_list_tests --gtest_filter="-*Large*:*Huge*:*Past2*:*LargeShape*" \
-            | awk -v t="$tool" -v e="$exe" '/^[^ ]/ {suite = $1} /^  / {print t, e, suite $1}'
-        done
-  done | xargs -r -P "${SANITIZE_JOBS:-8}" -L 1 bash -c 'sanitize_test "$0" "$1" "$2"' \
-    | sort | tee -a "$OUT/sanitizer-summary.txt"
+  touch "$OUT/sanitizer-summary.txt"
+  : > "$OUT/sanitizer-left.txt"
+  slow_first="optim fused attention norm elementwise reduce foreach amp graph index loss"
+  exes=$(find build/tests -maxdepth 1 -name 'test_cuda_*' -type f -executable | sort | grep -E "${filter:-.}" \
+    | awk -v s="$slow_first" 'BEGIN {n = split(s, a, " "); for (i = 1; i <= n; i++) rank["test_cuda_" a[i]] = i}
+        {b = $0; sub(".*/", "", b); print ((b in rank) ? rank[b] : 99), $0}' | sort -n -s -k1,1 | cut -d' ' -f2)
+  # "tool exe Suite.Test" lines, less those with a result already.
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+    for exe in $exes; do
+      "$exe" --gtest_list_tests --gtest_filter="-*Large*:*Huge*:*Past2*:*LargeShape*:*ManyTiles*" \
+        | awk -v t="$tool" -v e="$exe" '/^[^ ]/ {suite = $1} /^  / {print t, e, suite $1}'
+    done
+  done | awk 'FILENAME == ARGV[1] {sub(/:.*/, ""); done[$0] = 1; next}
+              {b = $2; sub(".*/", "", b); if (!((($1 " " b " " $3)) in done)) print}' "$OUT/sanitizer-summary.txt" - \
+    | xargs -r -P "${SANITIZE_JOBS:-$(( $(nproc) - 1 ))}" -L 1 bash -c 'sanitize_test "$0" "$1" "$2"' > /dev/null
+  sort -o "$OUT/sanitizer-summary.txt" "$OUT/sanitizer-summary.txt"
+  echo "sanitizer: $(wc -l < "$OUT/sanitizer-summary.txt") tests with a result, $(wc -l < "$OUT/sanitizer-left.txt") left for a later run"
+  grep -v "rc 0," "$OUT/sanitizer-summary.txt"
   grep -q "rc [1-9]" "$OUT/sanitizer-summary.txt" && rc=1
+  [ -s "$OUT/sanitizer-left.txt" ] && rc=1
 fi
 if [ $bench = 1 ]; then
   echo "==> CUDA micro-benchmarks"
