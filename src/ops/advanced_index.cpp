@@ -162,6 +162,30 @@ AdvancedIndex plan_advanced_index(const char* op, const Tensor& self_in,
   return ai;
 }
 
+// Note [Index output layout]: PyTorch's index runs a TensorIterator over self restrided to the result's
+// dims (its strides on the kept dims, 0 on the index dims) and the index tensors restrided likewise (0
+// on the kept dims), so the result's layout follows Note [Output layout] over those operands: the
+// kept dims in self's order, the index dims in the first index tensor's order. x[idx] with a
+// transposed idx is transposed, as in PyTorch, and a later view() succeeds or fails as it does there.
+namespace {
+Tensor make_index_output(const AdvancedIndex& ai, DType dtype, Device device) {
+  const IndexPlan& p = ai.plan;
+  const size_t npre = p.pre_sizes.size(), nidx = p.index_shape.size(), npost = p.post_sizes.size();
+  Shape self_strides(npre + nidx + npost, 0);
+  for (size_t i = 0; i < npre; ++i) self_strides[i] = p.pre_strides[i];
+  for (size_t i = 0; i < npost; ++i) self_strides[npre + nidx + i] = p.post_strides[i];
+  std::vector<Tensor> views = {ai.self.as_strided(ai.result_sizes, self_strides, ai.self.storage_offset())};
+  for (const Tensor& idx : p.indices) {
+    Shape st(npre + nidx + npost, 0);
+    for (size_t i = 0; i < nidx; ++i) st[npre + i] = idx.stride(static_cast<int64_t>(i));
+    views.push_back(idx.as_strided(ai.result_sizes, st, idx.storage_offset()));
+  }
+  std::vector<const Tensor*> ops;
+  for (const Tensor& v : views) ops.push_back(&v);
+  return make_empty_like_inputs(ai.result_sizes, dtype, device, ops);
+}
+}  // namespace
+
 Tensor index(const Tensor& x, const std::vector<std::optional<Tensor>>& indices) {
   OpScope scope("index", {&x});
   check_defined("index", x, "self");
@@ -169,8 +193,14 @@ Tensor index(const Tensor& x, const std::vector<std::optional<Tensor>>& indices)
   {
     NoRecordScope no_record;
     AdvancedIndex ai = plan_advanced_index("index", x, indices, /*wrap_negative=*/true);
-    out = make_empty(ai.result_sizes, x.dtype(), x.device());
-    index_kernel(x.device(), out, ai.self, ai.plan);
+    out = make_index_output(ai, x.dtype(), x.device());
+    if (out.is_contiguous()) {
+      index_kernel(x.device(), out, ai.self, ai.plan);
+    } else {  // the kernels write row-major
+      Tensor dense = make_empty(ai.result_sizes, x.dtype(), x.device());
+      index_kernel(x.device(), dense, ai.self, ai.plan);
+      out.copy_(dense);
+    }
   }
   if (should_record({&x})) record_op("index", {x}, {out}, index_attrs(indices));
   return out;

@@ -98,14 +98,88 @@ Shape dense_permuted_strides(const Tensor& t) {
   return strides;
 }
 
+namespace {
+
+// Each operand's strides over the result's dims: 0 where it broadcasts (a missing leading dim, or a
+// size-1 dim against a larger one), as TensorIterator's compute_strides.
+std::vector<Shape> broadcast_strides(const Shape& sizes, const std::vector<const Tensor*>& ops) {
+  const size_t nd = sizes.size();
+  std::vector<Shape> r;
+  for (const Tensor* t : ops) {
+    Shape st(nd, 0);
+    const size_t off = nd - static_cast<size_t>(t->dim());
+    for (size_t i = 0; i < static_cast<size_t>(t->dim()); ++i)
+      st[off + i] = (t->size(static_cast<int64_t>(i)) == 1 && sizes[off + i] != 1) ? 0 : t->stride(static_cast<int64_t>(i));
+    r.push_back(std::move(st));
+  }
+  return r;
+}
+
+}  // namespace
+
 Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device,
                               std::initializer_list<const Tensor*> inputs) {
-  for (const Tensor* t : inputs) {
-    if (t == nullptr || !t->defined() || t->sizes() != sizes) continue;
-    Shape strides = dense_permuted_strides(*t);
-    return strides.empty() ? make_empty(sizes, dtype, device) : make_empty_strided(sizes, strides, dtype, device);
+  return make_empty_like_inputs(sizes, dtype, device, std::vector<const Tensor*>(inputs));
+}
+
+Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device, const std::vector<const Tensor*>& inputs) {
+  std::vector<const Tensor*> ops;
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->defined()) ops.push_back(t);
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  if (ops.empty() || nd <= 1) return make_empty(sizes, dtype, device);
+  // Every operand of the result's shape: all contiguous, or all dense with the first one's strides.
+  bool same_shape = true, contiguous = true;
+  for (const Tensor* t : ops) {
+    same_shape = same_shape && t->sizes() == sizes;
+    contiguous = contiguous && t->is_contiguous();
   }
-  return make_empty(sizes, dtype, device);
+  if (same_shape && contiguous) return make_empty(sizes, dtype, device);
+  if (same_shape) {
+    Shape first = dense_permuted_strides(*ops[0]);
+    bool all_same = !first.empty();
+    for (const Tensor* t : ops) all_same = all_same && t->strides() == ops[0]->strides();
+    if (all_same) return make_empty_strided(sizes, first, dtype, device);
+  }
+  // TensorIterator's reorder_dimensions: perm[0] is the innermost dim. Two dims are ordered by the
+  // first operand whose strides tell them apart (broadcast dims tell nothing); equal strides put the
+  // smaller size inside.
+  const std::vector<Shape> st = broadcast_strides(sizes, ops);
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const Shape& s : st) {
+      const int64_t a = s[static_cast<size_t>(d0)], b = s[static_cast<size_t>(d1)];
+      if (a == 0 || b == 0) continue;
+      if (a < b) return -1;
+      if (a > b) return 1;
+      if (sizes[static_cast<size_t>(d0)] > sizes[static_cast<size_t>(d1)]) return 1;
+    }
+    return 0;
+  };
+  std::vector<int64_t> perm(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) perm[static_cast<size_t>(i)] = nd - 1 - i;
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      const int c = should_swap(perm[static_cast<size_t>(d0)], perm[static_cast<size_t>(d1)]);
+      if (c > 0) {
+        std::swap(perm[static_cast<size_t>(d0)], perm[static_cast<size_t>(d1)]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  bool row_major = true;
+  for (int64_t i = 0; i < nd; ++i) row_major = row_major && perm[static_cast<size_t>(i)] == nd - 1 - i;
+  if (row_major) return make_empty(sizes, dtype, device);
+  Shape strides(static_cast<size_t>(nd));
+  int64_t next = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    const int64_t d = perm[static_cast<size_t>(i)];
+    strides[static_cast<size_t>(d)] = next;
+    next *= sizes[static_cast<size_t>(d)];
+  }
+  return make_empty_strided(sizes, strides, dtype, device);
 }
 
 }  // namespace tessera

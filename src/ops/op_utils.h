@@ -36,12 +36,16 @@ bool suggests_channels_last(const Tensor& t);
 // A new uninitialized tensor, channels-last (4-D sizes) or contiguous.
 Tensor make_empty_in_format(const Shape& sizes, DType dtype, Device device, bool channels_last);
 
-// Note [Output layout]: as PyTorch's TensorIterator and preserve_format, elementwise ops, clone() and
-// to() give their result the layout of the first input that has the result's shape, when that input is
-// dense and non-overlapping in some order of its dims (channels-last, a transpose, any permutation);
-// otherwise (broadcast, gaps, overlap, or a contiguous first input) the result is row-major
-// contiguous. So an NHWC network stays NHWC through its activations, residual adds and casts, and a
-// channels-last input never costs a layout copy per op. contiguous() is the way to ask for row-major.
+// Note [Output layout]: as PyTorch's TensorIterator (and preserve_format), elementwise ops, clone() and
+// to() lay their result out after their inputs. When every input has the result's shape: row-major if
+// all are contiguous, else the first input's strides if all share them and they are dense. Otherwise
+// the dims are ordered as TensorIterator's reorder_dimensions orders them: for each pair of dims, the
+// first input whose strides differ there decides (an input that broadcasts along either dim has no
+// say), equal strides put the smaller size inside, and no opinion keeps row-major order; the result is
+// dense in that order. So an NHWC network stays NHWC through its activations, residual adds and
+// casts, a channels-last input never costs a layout copy per op, and a transposed operand next to a
+// broadcast one gives the strides PyTorch gives (which decides whether a later view() succeeds).
+// contiguous() is the way to ask for row-major.
 //
 // `t`'s strides if it is such a dense layout of its own shape, else an empty Shape (for a contiguous
 // or empty t as well: callers then allocate row-major).
@@ -50,5 +54,6 @@ Shape dense_permuted_strides(const Tensor& t);
 // entries skipped).
 Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device,
                               std::initializer_list<const Tensor*> inputs);
+Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device, const std::vector<const Tensor*>& inputs);
 
 }  // namespace tessera

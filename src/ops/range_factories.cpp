@@ -59,8 +59,9 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
     dispatch_dtype<DTypeSet::AllNoBool>(dtype, "linspace", [&]<class T>(TypeTag<T>) {
       T* p = host.data_ptr<T>();
       const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-      // PyTorch fills the first half from the start and the second half from the end, symmetrically.
-      const int64_t half = steps / 2;
+      // PyTorch fills the first half from the start and the second half from the end, symmetrically;
+      // one step is the start alone (steps / 2 would put it in the second half: [end]).
+      const int64_t half = steps == 1 ? 1 : steps / 2;
       for (int64_t i = 0; i < steps; ++i) {
         double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
         if constexpr (std::is_integral_v<T>) p[i] = static_cast<T>(v);

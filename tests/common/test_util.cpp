@@ -82,7 +82,8 @@ Tensor test_data(const Shape& sizes, DType dtype, uint64_t seed, double lo, doub
       v[i] = std::floor(l + (h - l) * u2);
     }
   }
-  return tensor(v, sizes, TensorOptions(kFloat64)).to(dtype);
+  // tensor() reads empty sizes as "one dim of all the values": reshape, so that {} gives a 0-d tensor.
+  return tensor(v, sizes, TensorOptions(kFloat64)).reshape(sizes).to(dtype);
 }
 
 std::vector<Layout> layouts() {

@@ -71,6 +71,7 @@ void creation(Builder& b) {
   b.add("arange", "float_step", {}, "torch.arange(0.5, 3.2, 0.3)", [](const V&) { return V{arange(0.5, 3.2, 0.3, case_device())}; });
   b.add("arange", "neg_step", {}, "torch.arange(10, 0, -3)", [](const V&) { return V{arange(10, 0, -3, case_device())}; });
   b.add("linspace", "f32", {}, "torch.linspace(-1, 2, 7)", [](const V&) { return V{linspace(-1, 2, 7, case_device())}; });
+  b.add("linspace", "one_step", {}, "torch.linspace(-2, 3, 1)", [](const V&) { return V{linspace(-2, 3, 1, case_device())}; });
   b.add("linspace", "f64", {}, "torch.linspace(0, 1, 11, dtype=torch.float64)", [](const V&) { return V{linspace(0, 1, 11, {kFloat64, case_device()})}; });
   b.add("eye", "rect", {}, "torch.eye(3, 5)", [](const V&) { return V{eye(3, 5, case_device())}; });
   b.add("zeros_like", "f16", {N({2, 3}, kFloat16)}, "torch.zeros_like(x[0])", [](const V& x) { return V{zeros_like(x[0])}; });

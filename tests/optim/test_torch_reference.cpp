@@ -198,7 +198,7 @@ ts::Tensor gradient(int step, size_t j, const ts::Shape& shape) {
   std::vector<float> g(n);
   for (int64_t i = 0; i < n; ++i)
     g[i] = static_cast<float>(std::sin(step * 0.37 + i * 0.11 + j) * (1.0 + 0.8 * std::cos(step * 0.05 * (j + 1) + i * 0.3)));
-  return ts::tensor(g, shape);
+  return ts::tensor(g, shape).reshape(shape);  // tensor() reads empty sizes as one dim
 }
 
 TEST(OptimTorchReference, OptimizersMatchPyTorchOver100Steps) {
