@@ -186,10 +186,24 @@ TensorOptions like(const Tensor& t, const TensorOptions& opts) {
 }
 }  // namespace
 
-Tensor empty_like(const Tensor& t, TensorOptions opts) { return empty(t.sizes(), like(t, opts)); }
-Tensor zeros_like(const Tensor& t, TensorOptions opts) { return zeros(t.sizes(), like(t, opts)); }
-Tensor ones_like(const Tensor& t, TensorOptions opts) { return ones(t.sizes(), like(t, opts)); }
-Tensor full_like(const Tensor& t, const Scalar& value, TensorOptions opts) { return full(t.sizes(), value, like(t, opts)); }
+// The *_like factories keep t's layout, as PyTorch's memory_format=torch.preserve_format (Note [Output
+// layout]): zeros_like of an NHWC or transposed tensor is NHWC or transposed. rand_like and randn_like
+// draw row-major, so that they equal rand / randn of the same sizes and seed.
+namespace {
+Tensor empty_in_layout_of(const Tensor& t, TensorOptions opts) {
+  TensorOptions o = like(t, opts);
+  return make_empty_like_inputs(t.sizes(), o.dtype_or(t.dtype()), o.device, {&t});
+}
+}  // namespace
+
+Tensor empty_like(const Tensor& t, TensorOptions opts) { return empty_in_layout_of(t, opts); }
+Tensor zeros_like(const Tensor& t, TensorOptions opts) { return full_like(t, 0, opts); }
+Tensor ones_like(const Tensor& t, TensorOptions opts) { return full_like(t, 1, opts); }
+Tensor full_like(const Tensor& t, const Scalar& value, TensorOptions opts) {
+  Tensor r = empty_in_layout_of(t, opts);
+  r.fill_(value);
+  return r;
+}
 Tensor rand_like(const Tensor& t, TensorOptions opts, Generator* gen) { return rand(t.sizes(), like(t, opts), gen); }
 Tensor randn_like(const Tensor& t, TensorOptions opts, Generator* gen) { return randn(t.sizes(), like(t, opts), gen); }
 

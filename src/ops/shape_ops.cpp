@@ -254,8 +254,18 @@ Tensor flip(const Tensor& x, const Shape& dims) {
     maps[d].resize(s);
     for (int64_t i = 0; i < s; ++i) maps[d][i] = s - 1 - i;
   }
-  Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
-  if (out.numel() > 0) index_map_kernel(out.device(), out, x, maps);
+  // Laid out as x (PyTorch's flip allocates with preserve_format; Note [Output layout]); the kernel
+  // writes row-major, so another layout is written through a copy.
+  Tensor out = make_empty_like_inputs(x.sizes(), x.dtype(), x.device(), {&x});
+  if (out.numel() > 0) {
+    if (out.is_contiguous()) {
+      index_map_kernel(out.device(), out, x, maps);
+    } else {
+      Tensor dense = make_empty(x.sizes(), x.dtype(), x.device());
+      index_map_kernel(dense.device(), dense, x, maps);
+      out.copy_(dense);
+    }
+  }
   return recorded("flip", {x}, out, make_attrs(dims));
 }
 

@@ -11,7 +11,8 @@ and, in its __metadata__, "<id>" -> JSON:
   {"status": "ok", "out": [{"err", "scale", "pert"}, ...], "grad": {"<i>": {"err", "scale", "pert"}}}
      err:   max |PyTorch's run in the program's dtype - the float64 run|, or the same of a float64
             run whose every intermediate is moved by a random relative u of that dtype and rounded to
-            it (four such runs), whichever is larger (0 for a float64 program)
+            it (four such runs), whichever is larger (for a float64 program, the rounded runs alone,
+            since PyTorch's run in the program's dtype is the float64 run)
      scale: max |float64 value|
      pert:  max |float64 run at inputs moved by 1e-7 relative - the float64 run| (the conditioning)
   {"status": "rejected", "reason": ...}   not finite, discontinuous at the inputs, or so ill-conditioned
@@ -41,7 +42,7 @@ PERTURB = 1e-7       # relative move of the inputs for the conditioning run
 DISCONTINUOUS = 1e-4  # a move of 1e-7 that changes a value by more than this (relative) is a jump
 NOISY_RUNS = 4       # float64 runs with each intermediate rounded off at the program's dtype (see run)
 ILL_CONDITIONED = 0.25  # a low-precision run that far from float64 (relative) carries no answer to compare
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
 
 
 def read(path):
@@ -250,9 +251,10 @@ def call(op, args, attrs, ctx):
 def run(prog, values, weights, mode, device, perturb=None, noise=None):
     """Runs `prog` with its inputs' values. mode "low": the program's dtypes; "f64": every floating
     input and floating dtype attribute in float64. `noise` = (u, dtype, generator): each floating op
-    result of a float64 run is multiplied by 1 + u r, r uniform in [-1, 1], and rounded to `dtype`'s
-    values (so is the gradient that flows back through it): a model of another implementation's
-    rounding in that dtype, of unit roundoff u.
+    result y of a float64 run becomes y (1 + u r) + u m r', r and r' uniform in [-1, 1] and m the
+    largest magnitude of the op's operands, rounded to `dtype`'s values (the gradient that flows back
+    through it is scaled likewise): a model of another implementation's rounding in that dtype, of
+    unit roundoff u.
     Returns (outputs, grads by step) or raises StepError."""
     f64 = mode == "f64"
 
@@ -281,8 +283,15 @@ def run(prog, values, weights, mode, device, perturb=None, noise=None):
             raise StepError(k, e) from e
         if noise is not None and r.is_floating_point() and r.numel():
             u, low, gen = noise
-            r = r * (1 + u * (torch.rand(r.shape, generator=gen, dtype=torch.float64) * 2 - 1))
-            r = r.to(low).to(torch.float64)  # onto the dtype's grid: ties and flips as rounding makes them
+            ins = [v[i] for i in s["in"] if v[i].is_floating_point() and v[i].numel()]
+            m = max([float(t.detach().abs().max()) for t in ins], default=0.0)
+            rel = torch.rand(r.shape, generator=gen, dtype=torch.float64) * 2 - 1
+            ab = torch.rand(r.shape, generator=gen, dtype=torch.float64) * 2 - 1
+            # relative to the result, and absolute at the operands' magnitude (what cancels in
+            # x - mean(x) or a + (-a) leaves that much), then onto the dtype's grid: ties and flips as
+            # rounding makes them
+            r = r * (1 + u * rel) + (u * m) * ab
+            r = r.to(low).to(torch.float64)
         v.append(r)
     outs = [v[o] for o in prog["outputs"]]
     grads = {}
