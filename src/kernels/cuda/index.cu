@@ -17,10 +17,12 @@
 // Otherwise:
 //  - write: the last b in index order wins, as on the CPU: mid is sorted stably (radix sort, b as
 //    the value) and only the last b of each run of equal offsets writes;
-//  - accumulate: atomics (integers and bool exact; floats summed in an unfixed order, so they match
-//    the CPU's serial sum only up to rounding), or, when deterministic_accumulate(), the same sort and
-//    one thread per (run, p, q) adding the run's values in index order: bitwise reproducible, and
-//    equal to the CPU's result up to contraction of a * v + d into an FMA.
+//  - accumulate: atomics (integers and bool exact; float32 and float64 summed in an unfixed order, so
+//    they match the CPU's serial sum only up to rounding), or, when deterministic_accumulate() and
+//    always for the 16-bit floats, the same sort and one thread per (run, p, q) adding the run's
+//    values in index order in the accumulate type, rounded once (Note [Index accumulate] in
+//    kernels/cpu/advanced_index.cpp): bitwise reproducible, and equal to the CPU's result up to
+//    contraction of a * v + d into an FMA.
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/index_common.cuh"
@@ -237,12 +239,24 @@ static __global__ void index_put_add_sorted_kernel(PutParams<T, I> p, const uint
     p.pre.offsets(pp, po);
     p.post.offsets(q, qo);
     T* d = p.self + static_cast<int64_t>(po[0]) + m + static_cast<int64_t>(qo[0]);
-    T acc = *d;
-    for (I t = j; t < p.nb && sorted_mid[t] == key; ++t) {
-      const int64_t src = static_cast<int64_t>(po[1]) + static_cast<int64_t>(p.vmid.offset(order[t])) + static_cast<int64_t>(qo[1]);
-      acc = axpy_value(acc, p.alpha, p.values[src]);
+    // Summed in the accumulate type and rounded once (Note [Index accumulate] in
+    // kernels/cpu/advanced_index.cpp); bool and integers as axpy_value adds them.
+    if constexpr (std::is_floating_point_v<dacc_t<T>> && !std::is_same_v<T, bool>) {
+      using A = dacc_t<T>;
+      A acc = convert<A>(*d);
+      for (I t = j; t < p.nb && sorted_mid[t] == key; ++t) {
+        const int64_t src = static_cast<int64_t>(po[1]) + static_cast<int64_t>(p.vmid.offset(order[t])) + static_cast<int64_t>(qo[1]);
+        acc = acc + p.alpha * convert<A>(p.values[src]);
+      }
+      *d = convert<T>(acc);
+    } else {
+      T acc = *d;
+      for (I t = j; t < p.nb && sorted_mid[t] == key; ++t) {
+        const int64_t src = static_cast<int64_t>(po[1]) + static_cast<int64_t>(p.vmid.offset(order[t])) + static_cast<int64_t>(qo[1]);
+        acc = axpy_value(acc, p.alpha, p.values[src]);
+      }
+      *d = acc;
     }
-    *d = acc;
   }
 }
 
@@ -321,7 +335,10 @@ void index_put_cuda(const Tensor& self, const Tensor& values, const IndexPlan& p
   const int64_t nq = numel_of(plan.post_sizes);
   const bool small = fits32({n, span_of(values), span_of(plan.pre_sizes, plan.pre_strides),
                              span_of(plan.post_sizes, plan.post_strides)});
-  const bool sorted_add = accumulate && repeats && is_floating_point(self.dtype()) && deterministic_accumulate();
+  // 16-bit floats always take the sorted sum: an atomic add rounds after every term.
+  const bool low_precision = self.dtype() == kFloat16 || self.dtype() == kBFloat16;
+  const bool sorted_add = accumulate && repeats && is_floating_point(self.dtype()) &&
+                          (deterministic_accumulate() || low_precision);
   SortedMid sorted;
   DataPtr keep;
   if (repeats && (!accumulate || sorted_add)) {
