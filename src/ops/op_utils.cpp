@@ -128,13 +128,15 @@ Tensor make_empty_like_inputs(const Shape& sizes, DType dtype, Device device, co
     if (t != nullptr && t->defined()) ops.push_back(t);
   const int64_t nd = static_cast<int64_t>(sizes.size());
   if (ops.empty() || nd <= 1) return make_empty(sizes, dtype, device);
-  // Every operand of the result's shape: all contiguous, or all dense with the first one's strides.
+  // All contiguous (broadcast or not): reorder_dimensions below would keep row-major order, so skip it
+  // (the common case, on every eager op). Every operand of the result's shape and dense with the first
+  // one's strides: those strides.
   bool same_shape = true, contiguous = true;
   for (const Tensor* t : ops) {
     same_shape = same_shape && t->sizes() == sizes;
     contiguous = contiguous && t->is_contiguous();
   }
-  if (same_shape && contiguous) return make_empty(sizes, dtype, device);
+  if (contiguous) return make_empty(sizes, dtype, device);
   if (same_shape) {
     Shape first = dense_permuted_strides(*ops[0]);
     bool all_same = !first.empty();

@@ -14,13 +14,23 @@ void TensorImpl::refresh() {
   contiguous_ = is_contiguous_layout(sizes_, strides_);
 }
 
+// Note [Checked layouts]: every size, stride and offset product that decides an allocation or a
+// bounds check is computed with overflow checks, so that no wrapped product (empty_strided({2},
+// {2^62 - 1}) once asked for 0 bytes, and a crafted offset passed the bounds check) can address
+// memory outside the storage. Negative sizes, strides and offsets are refused.
 void TensorImpl::set_layout(Shape sizes, Shape strides, int64_t offset) {
   TS_CHECK(sizes.size() == strides.size(), ShapeError, "set_layout: ", sizes.size(), " sizes but ",
            strides.size(), " strides");
-  int64_t extent = storage_extent(sizes, strides);
-  TS_CHECK(offset >= 0 && (extent == 0 || (offset + extent) * static_cast<int64_t>(element_size(dtype_)) <=
-                                                static_cast<int64_t>(storage_->nbytes())),
-           IndexError, "set_layout: sizes ", sizes, " strides ", strides, " offset ", offset,
+  numel_of(sizes);  // negative sizes and an element count past int64 raise
+  for (int64_t s : strides)
+    TS_CHECK(s >= 0, ValueError, "set_layout: negative strides are not supported, got ", strides);
+  TS_CHECK(offset >= 0, ValueError, "set_layout: negative storage offset ", offset);
+  const int64_t extent = storage_extent(sizes, strides);
+  int64_t end = 0, bytes = 0;
+  const bool fits = extent == 0 || (!__builtin_add_overflow(offset, extent, &end) &&
+                                    !__builtin_mul_overflow(end, static_cast<int64_t>(element_size(dtype_)), &bytes) &&
+                                    bytes <= static_cast<int64_t>(storage_->nbytes()));
+  TS_CHECK(fits, IndexError, "set_layout: sizes ", sizes, " strides ", strides, " offset ", offset,
            " reach past the storage of ", storage_->nbytes(), " bytes");
   sizes_ = std::move(sizes);
   strides_ = std::move(strides);
@@ -87,8 +97,12 @@ Tensor make_empty_strided(const Shape& sizes, const Shape& strides, DType dtype,
            strides.size(), " strides");
   for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "empty_strided: negative stride in ", strides);
   numel_of(sizes);
-  int64_t extent = storage_extent(sizes, strides);
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(extent) * element_size(dtype), device);
+  const int64_t extent = storage_extent(sizes, strides);  // Note [Checked layouts]
+  int64_t bytes;
+  TS_CHECK(!__builtin_mul_overflow(extent, static_cast<int64_t>(element_size(dtype)), &bytes), ValueError,
+           "empty_strided: sizes ", sizes, " and strides ", strides, " reach ", extent, " elements of ",
+           dtype_name(dtype), ", past the addressable size");
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0));
 }
 
