@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "metrics_plot.h"
 #include "progress.h"
@@ -105,6 +106,16 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
            o.amp, "' (expected bf16, fp16, off or auto)");
   TS_CHECK(o.steps >= 0 && o.log_every >= 0, ValueError, "train: --steps and --log-every must not be negative");
   if (m == "gpt2" || m == "resnet50") {
+    // The step-based trainers (train_gpt.cpp) save, resume, log and profile nothing yet: say so before
+    // training starts rather than ignore the flag.
+    const std::pair<const char*, bool> unsupported[] = {{"--checkpoint", !o.checkpoint.empty()},
+                                                        {"--resume", o.resume},
+                                                        {"--metrics", !o.metrics.empty()},
+                                                        {"--profile", !o.profile.empty()},
+                                                        {"--limit-train", o.limit_train != 0}};
+    for (const auto& [flag, given] : unsupported)
+      TS_CHECK(!given, NotImplementedError, "train: ", flag, " is not supported with --model ", m,
+               " yet (it works with mlp, cnn and resnet18)");
     TS_CHECK(o.amp != "fp16", ValueError, "train: --model ", m, " trains in bfloat16 (--amp bf16) or float32 (--amp off)");
     if (o.amp == "auto") o.amp = cuda ? "bf16" : "off";
   }
@@ -156,6 +167,13 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
   if (o.batch_size == 0) o.batch_size = 64;
   if (o.amp == "auto") o.amp = "off";
   TS_CHECK(o.epochs > 0, ValueError, "train: --epochs must be positive, got ", o.epochs);
+  if (o.resume) {
+    TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
+    // A missing checkpoint is an error, not a fresh start: a typo in the path must not silently
+    // retrain from scratch over the run it meant to continue.
+    TS_CHECK(std::filesystem::exists(o.checkpoint), IOError, "train: --resume: no checkpoint at '", o.checkpoint,
+             "' (run without --resume to start a new one there)");
+  }
   return o;
 }
 
@@ -200,10 +218,8 @@ int run_train(const TrainOptions& opts) {
   int64_t first_epoch = 0;
   if (o.resume) {
     TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
-    if (std::filesystem::exists(o.checkpoint)) {
-      first_epoch = load_checkpoint(o.checkpoint, *model, opt.get(), &sched);
-      std::printf("resumed from %s after epoch %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_epoch));
-    }
+    first_epoch = load_checkpoint(o.checkpoint, *model, opt.get(), &sched);
+    std::printf("resumed from %s after epoch %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_epoch));
   }
   std::printf("training %s on Fashion-MNIST (%lld examples, %lld steps/epoch) on %s with %s, %lld parameters\n",
               o.model.c_str(), static_cast<long long>(train_data->size()), static_cast<long long>(steps_per_epoch),

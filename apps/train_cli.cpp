@@ -18,7 +18,7 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
   train.add_option("--device", t.device, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   train.add_option("--seed", t.seed, "random seed");
   train.add_option("--checkpoint", t.checkpoint, "checkpoint directory, saved after every epoch");
-  train.add_flag("--resume", t.resume, "continue from --checkpoint if it exists");
+  train.add_flag("--resume", t.resume, "continue from --checkpoint (an error if there is none)");
   train.add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
   train.add_option("--limit-train", t.limit_train, "use only the first N training examples");
   train.add_option("--threads", t.threads, "CPU threads (default: all)");

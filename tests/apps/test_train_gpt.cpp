@@ -131,6 +131,47 @@ TEST(TrainCli, RejectsBadCombinations) {
   EXPECT_THROW(resolve_options(c, false), ts::ValueError);
 }
 
+// A flag the chosen model does not act on fails before training starts, naming the flag and the model;
+// --resume without a checkpoint to resume is an error, not a fresh start.
+TEST(TrainCli, FlagsAModelIgnoresAndAMissingCheckpointRaise) {
+  for (const char* model : {"gpt2", "resnet50"}) {
+    SCOPED_TRACE(model);
+    auto base = [&] {
+      TrainOptions t;
+      t.model = model;
+      if (t.model == "gpt2") t.data = "text:a.txt";
+      return t;
+    };
+    EXPECT_NO_THROW(resolve_options(base(), false));
+    TrainOptions t = base();
+    t.checkpoint = "ckpt";
+    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); })
+                  .find(std::string("--checkpoint is not supported with --model ") + model),
+              std::string::npos);
+    t = base();
+    t.metrics = "m.csv";
+    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--metrics"), std::string::npos);
+    t = base();
+    t.profile = "p.json";
+    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--profile"), std::string::npos);
+    t = base();
+    t.resume = true;
+    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--resume"), std::string::npos);
+  }
+  TrainOptions c;
+  c.model = "cnn";
+  c.resume = true;
+  EXPECT_NE(message_of<ts::ValueError>([&] { resolve_options(c, false); }).find("--resume needs --checkpoint"),
+            std::string::npos);
+  const std::filesystem::path missing = std::filesystem::temp_directory_path() /
+                                        ("tessera_no_checkpoint_" + std::to_string(::getpid()));
+  c.checkpoint = missing.string();
+  EXPECT_NE(message_of<ts::IOError>([&] { resolve_options(c, false); }).find("no checkpoint at"), std::string::npos);
+  std::filesystem::create_directories(missing);
+  EXPECT_NO_THROW(resolve_options(c, false));
+  std::filesystem::remove_all(missing);
+}
+
 TEST(Mfu, PeakTableKnowsTheGpus) {
   EXPECT_DOUBLE_EQ(peak_bf16_flops("NVIDIA H200").value(), 989e12);
   EXPECT_DOUBLE_EQ(peak_bf16_flops("NVIDIA H100 80GB HBM3").value(), 989e12);
