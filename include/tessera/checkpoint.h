@@ -4,9 +4,12 @@
 // checkpoint.json (step, scheduler state, the default generator's seed and offset).
 //
 // Note [Atomic checkpoint]: the directory is written under a temporary name, every file and the
-// directory fsynced, then renamed into place (a previous checkpoint of the same name is moved aside
-// first and removed after). A crash at any point leaves either the old checkpoint, the new one, or
-// no directory of that name — never a loadable but partial one.
+// directory fsynced, then swapped with a previous checkpoint of the same name in one step (Linux
+// renameat2 RENAME_EXCHANGE) and the previous one removed; a failed write removes the temporary and
+// leaves the previous checkpoint. A process killed at any point leaves the previous checkpoint or the
+// new one, never a loadable but partial one. Where the filesystem cannot exchange, the previous one is
+// moved aside (`dir.old.<pid>`) before the rename, and load_checkpoint finds it there if the save
+// died in between.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -2,6 +2,7 @@
 #include "tessera/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,6 +24,36 @@ void fsync_path(const fs::path& p, bool directory) {
   TS_CHECK(rc == 0, IOError, "save_checkpoint: fsync of ", p.string(), " failed");
 }
 
+// Swaps two paths in one step (Linux renameat2 with RENAME_EXCHANGE); false where the kernel or the
+// filesystem lacks it.
+bool exchange_paths(const fs::path& a, const fs::path& b) {
+#ifdef SYS_renameat2
+  constexpr unsigned kRenameExchange = 2;  // RENAME_EXCHANGE of <linux/fs.h>
+  return ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), kRenameExchange) == 0;
+#else
+  (void)a;
+  (void)b;
+  return false;
+#endif
+}
+
+// The previous checkpoint that a save without exchange_paths moved aside (`dir.old.<pid>`) and was
+// killed before it renamed the new one into place; empty when there is none.
+fs::path moved_aside(const fs::path& dir) {
+  const std::string prefix = dir.filename().string() + ".old.";
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::path best;
+  fs::file_time_type newest{};
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    if (!e.is_directory() || e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    if (!fs::exists(e.path() / "checkpoint.json")) continue;
+    const auto t = fs::last_write_time(e.path(), ec);
+    if (best.empty() || t > newest) best = e.path(), newest = t;
+  }
+  return best;
+}
+
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
   TS_CHECK(in.good(), IOError, "load_checkpoint: cannot read ", p.string(), " (is this a tessera checkpoint?)");
@@ -31,17 +62,9 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-}  // namespace
-
-void save_checkpoint(const std::string& dir, const nn::Module& model, const optim::Optimizer* optimizer,
-                     const optim::LRScheduler* scheduler, int64_t step) {
-  const fs::path final_dir(dir);
-  const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  TS_CHECK(fs::create_directories(tmp, ec) || fs::is_directory(tmp), IOError, "save_checkpoint: cannot create ",
-           tmp.string(), ": ", ec.message());
-
+// The checkpoint's files, written and fsynced into `tmp`.
+void write_checkpoint_files(const fs::path& tmp, const nn::Module& model, const optim::Optimizer* optimizer,
+                            const optim::LRScheduler* scheduler, int64_t step) {
   save_safetensors(model.state_dict(), (tmp / "model.safetensors").string(), {{"format", "pt"}});
   nlohmann::json meta = {{"format", "tessera-checkpoint"}, {"version", 1}, {"step", step}};
   if (optimizer) {
@@ -55,24 +78,52 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const opti
   {
     std::ofstream out(tmp / "checkpoint.json");
     out << meta.dump(1) << "\n";
-    TS_CHECK(out.good(), IOError, "save_checkpoint: cannot write ", (tmp / "checkpoint.json").string());
+    out.close();  // the buffered bytes reach the file here, and a full disk says so here
+    TS_CHECK(!out.fail(), IOError, "save_checkpoint: cannot write ", (tmp / "checkpoint.json").string());
   }
   for (const char* f : {"model.safetensors", "optimizer.safetensors", "checkpoint.json"})
     if (fs::exists(tmp / f)) fsync_path(tmp / f, false);
   fsync_path(tmp, true);
+}
 
-  const fs::path old = final_dir.string() + ".old." + std::to_string(::getpid());
+}  // namespace
+
+void save_checkpoint(const std::string& dir, const nn::Module& model, const optim::Optimizer* optimizer,
+                     const optim::LRScheduler* scheduler, int64_t step) {
+  const fs::path final_dir(dir);
+  const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  TS_CHECK(fs::create_directories(tmp, ec) || fs::is_directory(tmp), IOError, "save_checkpoint: cannot create ",
+           tmp.string(), ": ", ec.message());
+  try {
+    write_checkpoint_files(tmp, model, optimizer, scheduler, step);
+  } catch (...) {
+    fs::remove_all(tmp, ec);  // a failed save leaves the previous checkpoint and nothing else
+    throw;
+  }
   const bool had_old = fs::exists(final_dir);
-  if (had_old) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
+  if (had_old && exchange_paths(tmp, final_dir)) {
+    fs::remove_all(tmp, ec);  // tmp now holds the previous checkpoint
+  } else {
+    const fs::path old = final_dir.string() + ".old." + std::to_string(::getpid());
+    if (had_old) fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    if (had_old) fs::remove_all(old, ec);
+  }
   fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
   fsync_path(parent, true);
-  if (had_old) fs::remove_all(old, ec);
 }
 
 int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer* optimizer,
                         optim::LRScheduler* scheduler) {
-  const fs::path d(dir);
+  fs::path d(dir);
+  if (!fs::exists(d)) {
+    // A save killed between moving the previous checkpoint aside and renaming the new one in (only
+    // where the filesystem cannot exchange the two in one step): the previous one is the checkpoint.
+    const fs::path aside = moved_aside(d);
+    if (!aside.empty()) d = aside;
+  }
   TS_CHECK(fs::is_directory(d), IOError, "load_checkpoint: ", dir, " is not a checkpoint directory");
   nlohmann::json meta;
   try {
