@@ -11,53 +11,19 @@ When torch.cuda.is_available(), every case is evaluated again with its inputs (a
 GPU and its factories on that device: "<name>/cuda_out<j>", "<name>/cuda_grad<i>", "cuda_error:<name>",
 "cuda_grad_error:<name>", and "cuda_device" -> the GPU's name ("" when no GPU was used). tessera's GPU
 suites compare with these as well as with the CPU outputs.
-The safetensors format is read and written here with the standard library so that only torch is needed.
+The safetensors files are read and written by tests/common/safetensors_io.py (standard library and torch only).
 """
 import contextlib
 import json
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-          "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
-CODES = {v: k for k, v in DTYPES.items()}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from safetensors_io import read, write  # noqa: E402
 
-
-def read(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        b, e = info["data_offsets"]
-        buf = bytearray(data[base + b:base + e])
-        dt = DTYPES[info["dtype"]]
-        t = torch.frombuffer(buf, dtype=dt) if buf else torch.empty(0, dtype=dt)
-        tensors[name] = t.reshape(info["shape"])
-    return tensors, meta
-
-
-def write(path, tensors, meta):
-    header, chunks, off = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    header["__metadata__"] = meta
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
 
 
 def as_tensors(r):

@@ -21,20 +21,19 @@ and, in its __metadata__, "<id>" -> JSON:
   {"status": "error", "step": k, "error": ...}   PyTorch raised at step k: tessera must raise there too
 With --device cuda the program's own dtype runs on the GPU (the float64 reference stays on the CPU), so
 that "err" is PyTorch's CUDA error; the metadata key "device" says which.
-The safetensors format is read and written with the standard library and torch only.
+The safetensors files are read and written by tests/common/safetensors_io.py.
 """
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-          "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
-CODES = {v: k for k, v in DTYPES.items()}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from safetensors_io import read, write  # noqa: E402
+
 NAMES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
          "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "bool": torch.bool}
 LOW = (torch.float16, torch.bfloat16)
@@ -43,42 +42,6 @@ DISCONTINUOUS = 1e-4  # a move of 1e-7 that changes a value by more than this (r
 NOISY_RUNS = 4       # float64 runs with each intermediate rounded off at the program's dtype (see run)
 ILL_CONDITIONED = 0.25  # a low-precision run that far from float64 (relative) carries no answer to compare
 UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
-
-
-def read(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        b, e = info["data_offsets"]
-        dt = DTYPES[info["dtype"]]
-        buf = bytearray(data[base + b:base + e])
-        t = torch.frombuffer(buf, dtype=dt) if buf else torch.empty(0, dtype=dt)
-        out[name] = t.reshape(info["shape"])
-    return out
-
-
-def write(path, tensors, meta):
-    header, chunks, off = {}, [], 0
-    for name in sorted(tensors):
-        # a fresh tensor: contiguous() keeps any stride of a size-1 dim, which view(uint8) refuses
-        t = torch.empty(tensors[name].shape, dtype=tensors[name].dtype).copy_(tensors[name].detach())
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    header["__metadata__"] = meta
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
-    os.replace(path + ".tmp", path)
 
 
 def wrap(d, r):
@@ -393,7 +356,7 @@ def main():
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("program_oracle.py: --device cuda, but this PyTorch sees no GPU")
     torch.manual_seed(0)
-    inputs = read(os.path.join(d, "inputs.safetensors"))
+    inputs, _ = read(os.path.join(d, "inputs.safetensors"))
     tensors, meta = {}, {"torch_version": torch.__version__, "device": device}
     counts = {"ok": 0, "rejected": 0, "error": 0}
     with open(os.path.join(d, "programs.jsonl")) as f:
