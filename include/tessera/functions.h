@@ -77,6 +77,7 @@ TS_UNARY_FN(bitwise_not)
 #undef TS_UNARY_FN
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // "none" (erf) or "tanh"
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+Tensor hardswish(const Tensor& x);  // x * relu6(x + 3) / 6
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
@@ -104,6 +105,7 @@ TS_BINARY_FN(logical_xor) TS_BINARY_FN(bitwise_and) TS_BINARY_FN(bitwise_or) TS_
 TS_BINARY_FN(bitwise_left_shift) TS_BINARY_FN(bitwise_right_shift)
 #undef TS_BINARY_FN
 Tensor pow(const Scalar& base, const Tensor& exponent);
+Tensor logaddexp(const Tensor& a, const Tensor& b);  // log(exp(a) + exp(b)) without overflow
 // relu's (and threshold's) gradient in one pass: self <= threshold ? 0 : grad_output (PyTorch's
 // aten::threshold_backward; a NaN in self passes the gradient).
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold);

@@ -1,7 +1,8 @@
 // Autocast: the per-thread state behind amp::autocast, the policy table, the cast cache, and the
 // stage the op layer calls (Note [Autocast stage], ops/autocast_hook.h).
 //
-// Policy (PyTorch's autocast_mode.cpp lists, one table for every device type):
+// Policy (PyTorch's autocast_mode.cpp lists, one for every device type): the autocast column of the op
+// table (ops/table/op_table.def).
 // - LowerPrecision: eligible inputs are cast to the autocast dtype (float16 / bfloat16).
 // - Float32: eligible inputs are cast to float32. Ops with a dtype argument (sum, prod, cumsum,
 //   cumprod, softmax, log_softmax) are only autocast when no dtype is given (PyTorch's
@@ -58,32 +59,6 @@ void sync_mask(const ThreadState& s) {
   set_autocast_device_mask(mask);
 }
 
-const std::unordered_map<std::string_view, CastPolicy>& policy_table() {
-  static const std::unordered_map<std::string_view, CastPolicy> table = [] {
-    std::unordered_map<std::string_view, CastPolicy> t;
-    for (const char* op : {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "einsum", "conv1d", "conv2d",
-                           "conv_transpose2d", "scaled_dot_product_attention", "prelu", "linear_gelu", "mlp_gelu",
-                           "linear_cross_entropy"})
-      t.emplace(op, CastPolicy::LowerPrecision);
-    for (const char* op :
-         {// normalization and softmax
-          "softmax", "log_softmax", "layer_norm", "add_layer_norm", "group_norm", "rms_norm",
-          // losses
-          "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
-          "binary_cross_entropy", "binary_cross_entropy_with_logits",
-          // reductions that can overflow
-          "sum", "prod", "cumsum", "cumprod", "logsumexp", "norm",
-          // pointwise math with a wide range
-          "exp", "exp2", "expm1", "log", "log2", "log1p", "pow", "reciprocal", "rsqrt", "tan", "softplus"})
-      t.emplace(op, CastPolicy::Float32);
-    for (const char* op : {"cat", "stack", "addcmul", "addcdiv", "atan2", "dot", "bilinear", "index_put",
-                           "scatter_add"})
-      t.emplace(op, CastPolicy::Promote);
-    return t;
-  }();
-  return table;
-}
-
 bool eligible(const Tensor& t, DeviceType type) {
   return t.defined() && t.device().type() == type && is_floating_point(t.dtype()) && t.dtype() != kFloat64;
 }
@@ -102,7 +77,7 @@ Tensor cached_cast(ThreadState& s, const Tensor& t, DType to) {
 
 class Stage final : public AutocastStage {
  public:
-  bool cast_inputs(const char* op, std::vector<Tensor>& inputs) override {
+  bool cast_inputs(OpId op, std::vector<Tensor>& inputs) override {
     ThreadState& s = tls();
     DeviceType type = DeviceType::CPU;
     bool any = false;
@@ -113,20 +88,19 @@ class Stage final : public AutocastStage {
       if (type != DeviceType::CPU) break;
     }
     if (!any || !s.device[static_cast<int>(type)].enabled) return false;
-    const auto& table = policy_table();
-    auto it = table.find(op);
-    if (it == table.end()) return false;
     const DType low = s.device[static_cast<int>(type)].dtype;
-    switch (it->second) {
-      case CastPolicy::LowerPrecision:
+    switch (autocast_policy(op)) {
+      case AutocastPolicy::None:
+        return false;
+      case AutocastPolicy::Lower:
         for (Tensor& t : inputs)
           if (eligible(t, type)) t = cached_cast(s, t, low);
         break;
-      case CastPolicy::Float32:
+      case AutocastPolicy::Float32:
         for (Tensor& t : inputs)
           if (eligible(t, type) && t.dtype() != kFloat32) t = t.to(kFloat32);
         break;
-      case CastPolicy::Promote: {
+      case AutocastPolicy::Promote: {
         DType widest = low;
         for (const Tensor& t : inputs)
           if (eligible(t, type) && t.dtype() != widest) widest = kFloat32;  // float32, or two low types
@@ -185,10 +159,15 @@ void clear_autocast_cache() { tls().cache.clear(); }
 size_t autocast_cache_size() { return tls().cache.size(); }
 
 std::optional<CastPolicy> autocast_policy(const std::string& op) {
-  const auto& table = policy_table();
-  auto it = table.find(op);
-  if (it == table.end()) return std::nullopt;
-  return it->second;
+  const std::optional<OpId> id = op_from_name(op);
+  if (!id) return std::nullopt;
+  switch (tessera::autocast_policy(*id)) {
+    case AutocastPolicy::Lower: return CastPolicy::LowerPrecision;
+    case AutocastPolicy::Float32: return CastPolicy::Float32;
+    case AutocastPolicy::Promote: return CastPolicy::Promote;
+    case AutocastPolicy::None: break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace tessera::amp

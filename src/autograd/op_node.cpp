@@ -1,35 +1,31 @@
 // Recording op calls into the graph (the autograd stage) and running their derivatives.
 #include "autograd/op_node.h"
 
+#include <array>
 #include <cctype>
-#include <mutex>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace tessera::autograd {
 namespace {
 
-std::unordered_map<std::string, Derivative>& registry() {
-  static std::unordered_map<std::string, Derivative> r;
+// One slot per row of the op table; fn == nullptr where no derivative is registered.
+std::array<Derivative, kNumOps>& registry() {
+  static std::array<Derivative, kNumOps> r{};
   return r;
-}
-
-// Ops whose output aliases their input: an in-place op on such an output would have to rewrite the
-// base's history too, which is refused for now (see check_inplace in tensor_autograd.cpp).
-bool is_view_op(const std::string& op) {
-  static const std::unordered_set<std::string> views = {
-      "view", "reshape_alias", "permute", "transpose", "expand", "squeeze", "unsqueeze", "slice",
-      "select", "as_strided", "diagonal", "unfold", "split", "unbind"};
-  return views.count(op) > 0;
 }
 
 class Stage final : public AutogradStage {
  public:
-  void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+  void record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
               OpAttrs&& attrs) override {
     const Derivative* d = find_derivative(op);
-    TS_CHECK(d != nullptr, NotImplementedError, op, ": the derivative of this op is not implemented");
+    TS_CHECK(d != nullptr, NotImplementedError, op_name(op), ": the derivative of this op is not implemented");
+    // Note [Typed attributes]: the call carries the struct its row names (a programming error if not).
+    TS_CHECK(attrs.kind() == op_info(op).attrs, ValueError, op_name(op), ": recorded with ",
+             OpAttrs::attrs_kind_name(attrs.kind()), " attributes, but the op table says ",
+             OpAttrs::attrs_kind_name(op_info(op).attrs));
     auto node = std::make_shared<OpNode>(op, d, inputs, outputs, std::move(attrs));
+    // Outputs of a view alias their input: an in-place op on one would have to rewrite the base's
+    // history too, which is refused for now (check_inplace in ops/autograd_hook.cpp).
     const bool view = is_view_op(op);
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& out = outputs[i];
@@ -48,16 +44,23 @@ Stage g_stage;
 
 }  // namespace
 
-void register_derivative(const std::string& op, Derivative d) { registry()[op] = d; }
+void register_derivative(OpId op, Derivative d) {
+  Derivative& slot = registry()[static_cast<size_t>(op)];
+  TS_CHECK(op_info(op).grad == OpGrad::Formula, ValueError, "register_derivative: ", op_name(op),
+           " is not marked differentiable by a formula in the op table (ops/table/op_table.def)");
+  TS_CHECK(slot.fn == nullptr, ValueError, "register_derivative: ", op_name(op), " is registered twice");
+  TS_CHECK(d.fn != nullptr, ValueError, "register_derivative: ", op_name(op), ": null derivative");
+  slot = d;
+}
 
-const Derivative* find_derivative(const std::string& op) {
-  auto it = registry().find(op);
-  return it == registry().end() ? nullptr : &it->second;
+const Derivative* find_derivative(OpId op) {
+  const Derivative& d = registry()[static_cast<size_t>(op)];
+  return d.fn ? &d : nullptr;
 }
 
 void install_autograd_stage() { set_autograd_stage(&g_stage); }
 
-OpNode::OpNode(const char* op, const Derivative* d, const std::vector<Tensor>& inputs,
+OpNode::OpNode(OpId op, const Derivative* d, const std::vector<Tensor>& inputs,
                const std::vector<Tensor>& outputs, OpAttrs&& attrs)
     : op_(op), derivative_(d), attrs_(std::move(attrs)) {
   for (const Tensor& in : inputs) {
@@ -79,7 +82,7 @@ std::string OpNode::name() const {
   // "index_select" -> "IndexSelectBackward0", as PyTorch names its nodes.
   std::string n;
   bool up = true;
-  for (const char* p = op_; *p; ++p) {
+  for (const char* p = op_name(op_); *p; ++p) {
     if (*p == '_') { up = true; continue; }
     n += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(*p))) : *p;
     up = false;

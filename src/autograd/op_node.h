@@ -1,4 +1,4 @@
-// OpNode: the graph node of one recorded op call (Note [Autograd stage]). It holds the op's name,
+// OpNode: the graph node of one recorded op call (Note [Autograd stage]). It holds the op's OpId,
 // its registered derivative, the saved inputs/outputs the derivative asked for, and the op's attrs.
 #pragma once
 #include <string>
@@ -12,7 +12,7 @@ namespace tessera::autograd {
 
 // What a derivative sees.
 struct BackwardContext {
-  const char* op;
+  OpId op;
   std::vector<Tensor> inputs;         // saved inputs (undefined when the derivative saves none)
   std::vector<Tensor> outputs;        // saved outputs (likewise)
   const OpAttrs& attrs;
@@ -31,13 +31,15 @@ struct Derivative {
   bool save_outputs = false;
 };
 
-// Registers the derivative of `op` (explicitly, at start-up: derivatives/register.cpp).
-void register_derivative(const std::string& op, Derivative d);
-const Derivative* find_derivative(const std::string& op);
+// Registers the derivative of `op` (explicitly, at start-up: derivatives/register.cpp). The registry
+// is an array indexed by OpId; registering an op twice, or one whose row says it has no formula, is a
+// programming error and throws.
+void register_derivative(OpId op, Derivative d);
+const Derivative* find_derivative(OpId op);
 
 class OpNode final : public GraphNode {
  public:
-  OpNode(const char* op, const Derivative* d, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+  OpNode(OpId op, const Derivative* d, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
          OpAttrs&& attrs);
   std::string name() const override;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
@@ -45,7 +47,7 @@ class OpNode final : public GraphNode {
   void save_outputs(const std::vector<Tensor>& outputs);  // after the outputs got their grad_fn
 
  private:
-  const char* op_;
+  OpId op_;
   const Derivative* derivative_;
   std::vector<SavedTensor> saved_inputs_, saved_outputs_;
   std::vector<SlotMeta> input_meta_;

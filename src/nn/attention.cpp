@@ -36,7 +36,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("scaled_dot_product_attention", {&q, &k, &v, attn_mask ? &*attn_mask : nullptr}); c) return scaled_dot_product_attention(c[0], c[1], c[2], c.opt(3), dropout_p, is_causal, scale, gen);
+    if (AutocastArgs c(OpId::scaled_dot_product_attention, {&q, &k, &v, attn_mask ? &*attn_mask : nullptr}); c) return scaled_dot_product_attention(c[0], c[1], c[2], c.opt(3), dropout_p, is_causal, scale, gen);
   const char* op = "scaled_dot_product_attention";
   TS_CHECK(q.defined() && k.defined() && v.defined(), ValueError, op, ": got an undefined query, key or value");
   TS_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, ShapeError, op,

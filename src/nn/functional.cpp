@@ -36,7 +36,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const std::optional<Tensor>& bias) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("bilinear", {&x1, &x2, &weight, bias ? &*bias : nullptr}); c) return bilinear(c[0], c[1], c[2], c.opt(3));
+    if (AutocastArgs c(OpId::bilinear, {&x1, &x2, &weight, bias ? &*bias : nullptr}); c) return bilinear(c[0], c[1], c[2], c.opt(3));
   const char* op = "bilinear";
   TS_CHECK(x1.defined() && x2.defined() && weight.defined(), ValueError, op, ": got an undefined tensor");
   TS_CHECK(weight.dim() == 3, ShapeError, op, ": weight must be 3-D (out, in1, in2), got shape ", weight.sizes());

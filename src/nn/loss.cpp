@@ -131,7 +131,7 @@ Tensor fused_cross_entropy(const Tensor& input, const Tensor& target, const std:
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
                 const std::string& reduction) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("nll_loss", {&input, &target, weight ? &*weight : nullptr}); c) return nll_loss(c[0], c[1], c.opt(2), ignore_index, reduction);
+    if (AutocastArgs c(OpId::nll_loss, {&input, &target, weight ? &*weight : nullptr}); c) return nll_loss(c[0], c[1], c.opt(2), ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   PickedTargets p = pick_targets("nll_loss", input, target, weight, ignore_index);
   if (reduction == "none") return p.loss;
@@ -142,7 +142,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<T
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("cross_entropy", {&input, &target, weight ? &*weight : nullptr}); c) return cross_entropy(c[0], c[1], c.opt(2), ignore_index, reduction, label_smoothing);
+    if (AutocastArgs c(OpId::cross_entropy, {&input, &target, weight ? &*weight : nullptr}); c) return cross_entropy(c[0], c[1], c.opt(2), ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
   check_pair(op, input, target);
@@ -188,7 +188,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("mse_loss", {&input, &target}); c) return mse_loss(c[0], c[1], reduction);
+    if (AutocastArgs c(OpId::mse_loss, {&input, &target}); c) return mse_loss(c[0], c[1], reduction);
   check_reduction("mse_loss", reduction);
   check_pair("mse_loss", input, target);
   Tensor d = input - target;
@@ -197,7 +197,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("l1_loss", {&input, &target}); c) return l1_loss(c[0], c[1], reduction);
+    if (AutocastArgs c(OpId::l1_loss, {&input, &target}); c) return l1_loss(c[0], c[1], reduction);
   check_reduction("l1_loss", reduction);
   check_pair("l1_loss", input, target);
   return reduce(abs(input - target), reduction);
@@ -205,7 +205,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double beta) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("smooth_l1_loss", {&input, &target}); c) return smooth_l1_loss(c[0], c[1], reduction, beta);
+    if (AutocastArgs c(OpId::smooth_l1_loss, {&input, &target}); c) return smooth_l1_loss(c[0], c[1], reduction, beta);
   check_reduction("smooth_l1_loss", reduction);
   check_pair("smooth_l1_loss", input, target);
   TS_CHECK(beta >= 0, ValueError, "smooth_l1_loss: smooth_l1_loss does not support negative values for beta, got ", beta);
@@ -217,7 +217,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction, double delta) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("huber_loss", {&input, &target}); c) return huber_loss(c[0], c[1], reduction, delta);
+    if (AutocastArgs c(OpId::huber_loss, {&input, &target}); c) return huber_loss(c[0], c[1], reduction, delta);
   check_reduction("huber_loss", reduction);
   check_pair("huber_loss", input, target);
   TS_CHECK(delta > 0, ValueError, "huber_loss: huber_loss does not support non-positive values for delta, got ", delta);
@@ -229,7 +229,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                             const std::string& reduction) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("binary_cross_entropy", {&input, &target, weight ? &*weight : nullptr}); c) return binary_cross_entropy(c[0], c[1], c.opt(2), reduction);
+    if (AutocastArgs c(OpId::binary_cross_entropy, {&input, &target, weight ? &*weight : nullptr}); c) return binary_cross_entropy(c[0], c[1], c.opt(2), reduction);
   const char* op = "binary_cross_entropy";
   check_reduction(op, reduction);
   check_same_size(op, input, target);
@@ -248,7 +248,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const std
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                                         const std::string& reduction, const std::optional<Tensor>& pos_weight) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("binary_cross_entropy_with_logits", {&input, &target, weight ? &*weight : nullptr, pos_weight ? &*pos_weight : nullptr}); c) return binary_cross_entropy_with_logits(c[0], c[1], c.opt(2), reduction, c.opt(3));
+    if (AutocastArgs c(OpId::binary_cross_entropy_with_logits, {&input, &target, weight ? &*weight : nullptr, pos_weight ? &*pos_weight : nullptr}); c) return binary_cross_entropy_with_logits(c[0], c[1], c.opt(2), reduction, c.opt(3));
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);
   check_same_size(op, input, target);
@@ -268,7 +268,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction, bool log_target) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("kl_div", {&input, &target}); c) return kl_div(c[0], c[1], reduction, log_target);
+    if (AutocastArgs c(OpId::kl_div, {&input, &target}); c) return kl_div(c[0], c[1], reduction, log_target);
   const char* op = "kl_div";
   check_reduction(op, reduction, /*batchmean_ok=*/true);
   check_pair(op, input, target);

@@ -73,7 +73,7 @@ Tensor affine(Tensor y, const std::optional<Tensor>& weight, const std::optional
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("layer_norm", {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return layer_norm(c[0], normalized_shape, c.opt(1), c.opt(2), eps);
+    if (AutocastArgs c(OpId::layer_norm, {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return layer_norm(c[0], normalized_shape, c.opt(1), c.opt(2), eps);
   const char* op = "layer_norm";
   check_input(op, x);
   trailing_dims(op, x, normalized_shape);
@@ -108,7 +108,7 @@ std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residua
     // would cast it.
     const DType low = amp::get_autocast_dtype(x.device());
     const bool keep_x = x.dtype() == low, keep_r = !keep_x && residual.dtype() == low;
-    if (AutocastArgs c("add_layer_norm", {keep_x ? nullptr : &x, keep_r ? nullptr : &residual,
+    if (AutocastArgs c(OpId::add_layer_norm, {keep_x ? nullptr : &x, keep_r ? nullptr : &residual,
                                           weight ? &*weight : nullptr, bias ? &*bias : nullptr});
         c) {
       const Tensor& xa = keep_x ? x : c[0];
@@ -124,7 +124,7 @@ std::tuple<Tensor, Tensor> add_layer_norm(const Tensor& x, const Tensor& residua
 Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight,
                   const std::optional<Tensor>& bias, double eps) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("group_norm", {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return group_norm(c[0], num_groups, c.opt(1), c.opt(2), eps);
+    if (AutocastArgs c(OpId::group_norm, {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr}); c) return group_norm(c[0], num_groups, c.opt(1), c.opt(2), eps);
   const char* op = "group_norm";
   check_input(op, x);
   TS_CHECK(x.dim() >= 2, ShapeError, op, ": expected at least 2 dims (N, C, *), got input of size ", x.sizes());
@@ -143,7 +143,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tenso
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("rms_norm", {&x, weight ? &*weight : nullptr}); c) return rms_norm(c[0], normalized_shape, c.opt(1), eps);
+    if (AutocastArgs c(OpId::rms_norm, {&x, weight ? &*weight : nullptr}); c) return rms_norm(c[0], normalized_shape, c.opt(1), eps);
   const char* op = "rms_norm";
   check_input(op, x);
   trailing_dims(op, x, normalized_shape);

@@ -187,7 +187,7 @@ Tensor make_index_output(const AdvancedIndex& ai, DType dtype, Device device) {
 }  // namespace
 
 Tensor index(const Tensor& x, const std::vector<std::optional<Tensor>>& indices) {
-  OpScope scope("index", {&x});
+  OpScope scope(OpId::index, {&x});
   check_defined("index", x, "self");
   Tensor out;
   {
@@ -202,14 +202,15 @@ Tensor index(const Tensor& x, const std::vector<std::optional<Tensor>>& indices)
       out.copy_(dense);
     }
   }
-  if (should_record({&x})) record_op("index", {x}, {out}, index_attrs(indices));
+  if (should_record({&x})) record_op(OpId::index, {x}, {out}, index_attrs(indices));
   return out;
 }
 
 namespace {
 Tensor index_put_fwd(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                      bool accumulate) {
-  const char* op = "index_put";
+  const OpId id = OpId::index_put;
+  const char* op = op_name(id);
   check_defined(op, x, "self");
   check_defined(op, values, "values");
   check_same_device(op, {&x, &values});
@@ -238,13 +239,13 @@ Tensor index_put_fwd(const Tensor& x, const std::vector<std::optional<Tensor>>& 
 Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
                  bool accumulate) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("index_put", {&x, &values}); c) return index_put(c[0], indices, c[1], accumulate);
-  OpScope scope("index_put", {&x, &values});
+    if (AutocastArgs c(OpId::index_put, {&x, &values}); c) return index_put(c[0], indices, c[1], accumulate);
+  OpScope scope(OpId::index_put, {&x, &values});
   Tensor out = index_put_fwd(x, indices, values, accumulate);
   if (should_record({&x, &values})) {
     OpAttrs attrs = index_attrs(indices);
     attrs.flag = accumulate;
-    record_op("index_put", {x, values}, {out}, std::move(attrs));
+    record_op(OpId::index_put, {x, values}, {out}, std::move(attrs));
   }
   return out;
 }

@@ -22,8 +22,9 @@ void check_one_element(const char* op, const Tensor& t, const char* what, DType 
 
 void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& found_inf,
                                                 const Tensor& inv_scale) {
-  const char* op = "_amp_foreach_non_finite_check_and_unscale_";
-  OpScope scope(op, grads);
+  const OpId id = OpId::_amp_foreach_non_finite_check_and_unscale_;
+  const char* op = op_name(id);
+  OpScope scope(id, grads);
   check_one_element(op, found_inf, "found_inf", kFloat32);
   check_one_element(op, inv_scale, "inv_scale", kFloat32);
   TS_CHECK(found_inf.device() == inv_scale.device(), DeviceError, op,
@@ -61,8 +62,9 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads
 
 Tensor& _amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf, double growth_factor,
                            double backoff_factor, int64_t growth_interval) {
-  const char* op = "_amp_update_scale_";
-  OpScope scope(op, {&scale, &growth_tracker, &found_inf});
+  const OpId id = OpId::_amp_update_scale_;
+  const char* op = op_name(id);
+  OpScope scope(id, {&scale, &growth_tracker, &found_inf});
   check_one_element(op, scale, "current_scale", kFloat32);
   check_one_element(op, growth_tracker, "growth_tracker", kInt32);
   check_one_element(op, found_inf, "found_inf", kFloat32);

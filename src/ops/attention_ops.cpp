@@ -169,8 +169,9 @@ bool flash_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v
 
 std::tuple<Tensor, Tensor> flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
                                                    double scale) {
-  const char* op = "flash_attention_forward";
-  OpScope scope(op, {&q, &k, &v});
+  const OpId id = OpId::flash_attention_forward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&q, &k, &v});
   const AttentionParams p = check_qkv(op, q, k, v, is_causal, scale);
   const DType d = q.dtype();
   Tensor out = make_output(q, d);
@@ -182,7 +183,7 @@ std::tuple<Tensor, Tensor> flash_attention_forward(const Tensor& q, const Tensor
     a.scalars = {Scalar(scale)};
     a.ints = {is_causal ? 1 : 0};
     a.tensors = {lse};
-    record_op(op, {q, k, v}, {out}, std::move(a));
+    record_op(id, {q, k, v}, {out}, std::move(a));
   }
   return {out, lse};
 }
@@ -190,8 +191,9 @@ std::tuple<Tensor, Tensor> flash_attention_forward(const Tensor& q, const Tensor
 std::tuple<Tensor, Tensor, Tensor> flash_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k,
                                                             const Tensor& v, const Tensor& out, const Tensor& lse,
                                                             bool is_causal, double scale) {
-  const char* op = "flash_attention_backward";
-  OpScope scope(op, {&grad_out, &q, &k, &v, &out, &lse});
+  const OpId id = OpId::flash_attention_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad_out, &q, &k, &v, &out, &lse});
   const AttentionParams p = check_qkv(op, q, k, v, is_causal, scale);
   check_defined(op, grad_out, "grad_out");
   check_defined(op, out, "out");

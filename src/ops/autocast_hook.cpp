@@ -20,17 +20,17 @@ void set_autocast_device_mask(uint32_t mask) {
   detail::t_autocast_state = (detail::t_autocast_state & ~0xFFFFu) | (mask & 0xFFFFu);
 }
 
-AutocastArgs::AutocastArgs(const char* op, std::initializer_list<const Tensor*> inputs) {
+AutocastArgs::AutocastArgs(OpId op, std::initializer_list<const Tensor*> inputs) {
   tensors_.reserve(inputs.size());
   for (const Tensor* t : inputs) tensors_.push_back(t ? *t : Tensor());
   run(op);
 }
 
-AutocastArgs::AutocastArgs(const char* op, const std::vector<Tensor>& inputs) : tensors_(inputs) { run(op); }
+AutocastArgs::AutocastArgs(OpId op, const std::vector<Tensor>& inputs) : tensors_(inputs) { run(op); }
 
-void AutocastArgs::run(const char* op) {
+void AutocastArgs::run(OpId op) {
   AutocastStage* stage = autocast_stage();
-  if (stage == nullptr) return;
+  if (stage == nullptr || autocast_policy(op) == AutocastPolicy::None) return;
   {
     // The casts (Tensor::to) are not policy ops, but a stage written with other ops must not recurse.
     AutocastExcludeGuard no_autocast;

@@ -4,7 +4,7 @@
 // low precision, softmax / norms / losses / overflow-prone math in float32, mixed-input ops promoted
 // to the widest float) opens with
 //     if (autocast_pending()) [[unlikely]]
-//       if (AutocastArgs c("mm", {&a, &b}); c) return mm(c[0], c[1]);
+//       if (AutocastArgs c(OpId::mm, {&a, &b}); c) return mm(c[0], c[1]);
 // autocast_pending() is one thread-local load: true when autocast is on for some device type on this
 // thread and no policy op is running on it. AutocastArgs asks the stage (registered by src/amp at
 // start-up) to cast the inputs per the op's entry in the policy table; when the policy applies (the
@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/table/op_table.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
@@ -29,7 +30,7 @@ class AutocastStage {
   virtual ~AutocastStage() = default;
   // Replaces the eligible tensors of `inputs` (undefined entries stand for absent optional inputs)
   // by their casts per op's policy. Returns whether the policy applies; false leaves `inputs` alone.
-  virtual bool cast_inputs(const char* op, std::vector<Tensor>& inputs) = 0;
+  virtual bool cast_inputs(OpId op, std::vector<Tensor>& inputs) = 0;
 };
 
 void set_autocast_stage(AutocastStage* stage);
@@ -62,8 +63,8 @@ class AutocastExcludeGuard {
 // optional inputs and come back as undefined tensors.
 class AutocastArgs {
  public:
-  AutocastArgs(const char* op, std::initializer_list<const Tensor*> inputs);
-  AutocastArgs(const char* op, const std::vector<Tensor>& inputs);
+  AutocastArgs(OpId op, std::initializer_list<const Tensor*> inputs);
+  AutocastArgs(OpId op, const std::vector<Tensor>& inputs);
   ~AutocastArgs() {
     if (active_) detail::t_autocast_state -= detail::kAutocastExcludeOne;
   }
@@ -79,7 +80,7 @@ class AutocastArgs {
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
  private:
-  void run(const char* op);
+  void run(OpId op);
   std::vector<Tensor> tensors_;
   bool active_ = false;
 };

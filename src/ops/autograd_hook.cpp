@@ -20,7 +20,7 @@ void check_inplace(const char* op, const Tensor& self) {
            "base tensor, or clone() the view first");
 }
 
-void record_inplace(const char* op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {
+void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {
   if (!is_grad_enabled() || autograd_stage() == nullptr) return;
   if (!requires_grad(self) && !should_record(inputs)) return;
   record_op(op, inputs, {self}, std::move(attrs));

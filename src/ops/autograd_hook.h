@@ -1,39 +1,32 @@
 // The autograd stage as the op layer sees it.
 //
 // Note [Autograd stage]: every differentiable op, after its kernel ran, does
-//     if (should_record({&a, &b})) record_op("add", {a, b}, {out}, OpAttrs{.scalars = {alpha}});
+//     if (should_record({&a, &b})) record_op(OpId::add, {a, b}, {out}, OpAttrs{.scalars = {alpha}});
 // should_record() is true when grad mode is on, the autograd layer has registered its stage, and an
 // input requires grad. The autograd layer (src/autograd) registers the stage at start-up; it links
-// the outputs to a graph node holding the op's derivative, found by op name in
+// the outputs to a graph node holding the op's derivative, found by OpId in
 // src/autograd/derivatives/. Nothing else of autograd is known below it. Ops written as compositions
 // of other ops (mean = sum / n) do not record themselves: their parts do. Outputs that cannot carry a
 // gradient (indices, booleans) are not passed as outputs; a derivative that needs them takes them
-// from attrs.tensors. In-place ops record "copy_" onto the modified tensor (see tensor_methods.cpp).
+// from attrs.tensors. In-place ops record OpId::copy_ onto the modified tensor (see tensor_methods.cpp).
 #pragma once
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "ops/table/op_table.h"
 #include "runtime/grad_mode.h"
 #include "tensor/tensor_impl.h"
 #include "tessera/scalar.h"
 
 namespace tessera {
 
-// The non-tensor arguments of an op call that its derivative needs, plus tensors it needs that take
-// no gradient (indices, masks, saved statistics).
-struct OpAttrs {
-  std::vector<Scalar> scalars;
-  std::vector<int64_t> ints;
-  std::vector<Tensor> tensors;
-  std::string str;
-  bool flag = false;
-};
+// OpAttrs, the attributes a recorded call carries: ops/table/op_attrs.h (Note [Typed attributes]).
 
 class AutogradStage {
  public:
   virtual ~AutogradStage() = default;
-  virtual void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+  virtual void record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       OpAttrs&& attrs) = 0;
 };
 
@@ -62,9 +55,9 @@ inline bool should_record(const std::vector<Tensor>& inputs) {
 void check_inplace(const char* op, const Tensor& self);
 // After an in-place op wrote `self` from `inputs`: records it so that self's history continues from
 // the op ("rebase"). Does nothing unless self or an input takes part in autograd.
-void record_inplace(const char* op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});
+void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});
 
-inline void record_op(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+inline void record_op(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       OpAttrs attrs = {}) {
   autograd_stage()->record(op, inputs, outputs, std::move(attrs));
 }

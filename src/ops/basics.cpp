@@ -44,7 +44,7 @@ void* Tensor::data_ptr() const {
 
 // ---- copies ----------------------------------------------------------------------------------
 Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
-  OpScope scope("copy_", {this, &src});
+  OpScope scope(OpId::copy_, {this, &src});
   check_defined("copy_", *this, "self");
   check_defined("copy_", src, "src");
   broadcast_shapes(sizes(), src.sizes(), "copy_");
@@ -61,17 +61,17 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
     copy_between_devices_kernel(is_cpu() ? src.device() : device(), *this, s, non_blocking);
   }
   impl_->bump_version();
-  record_inplace("copy_", *this, {src});
+  record_inplace(OpId::copy_, *this, {src});
   return *this;
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
-  OpScope scope("fill_", {this});
+  OpScope scope(OpId::fill_, {this});
   check_inplace("fill_", *this);
   check_writable("fill_", *this);
   fill_kernel(device(), *this, value);
   impl_->bump_version();
-  record_inplace("fill_", *this, {});
+  record_inplace(OpId::fill_, *this, {});
   return *this;
 }
 

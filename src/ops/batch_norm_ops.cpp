@@ -84,8 +84,9 @@ void write_back(const Tensor& dst, const Tensor& tmp) {
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                      const Tensor& running_mean, const Tensor& running_var,
                                                      bool training, double momentum, double eps) {
-  const char* op = "native_batch_norm";
-  OpScope scope(op, {&x, &weight, &bias, &running_mean, &running_var});
+  const OpId id = OpId::native_batch_norm;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &weight, &bias, &running_mean, &running_var});
   check_input(op, x);
   check_same_device(op, {&x, &weight, &bias, &running_mean, &running_var});
   check_channel_tensor(op, "weight", weight, x);
@@ -122,7 +123,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
                                         running_mean.contiguous().detach(), running_var.contiguous().detach(), s, eps);
   }
   if (should_record({&x, &weight, &bias}))
-    record_op(op, {x, weight, bias}, {y},
+    record_op(id, {x, weight, bias}, {y},
               OpAttrs{.scalars = {eps},
                       .tensors = {save_mean, save_invstd, detached(running_mean), detached(running_var), reserve},
                       .flag = training});
@@ -134,8 +135,9 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
                                                               const Tensor& running_var, const Tensor& save_mean,
                                                               const Tensor& save_invstd, bool training, double eps,
                                                               std::array<bool, 3> output_mask, const Tensor& reserve) {
-  const char* op = "native_batch_norm_backward";
-  OpScope scope(op, {&grad_out, &x, &weight});
+  const OpId id = OpId::native_batch_norm_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad_out, &x, &weight});
   check_input(op, x);
   check_defined(op, grad_out, "grad_out");
   check_same_device(op, {&grad_out, &x, &weight, &running_mean, &running_var, &save_mean, &save_invstd});

@@ -63,6 +63,9 @@ DType binary_compute_dtype(const char* name, BinaryOp op, const Operand& a, cons
     case BinaryOp::Div:
     case BinaryOp::Atan2:
       return is_floating_point(common) ? common : kFloat32;  // integer true division gives float32
+    case BinaryOp::LogAddExp:  // floating only, as PyTorch's logaddexp
+      if (!is_floating_point(common)) throw_unsupported_dtype(name, common);
+      return common;
     case BinaryOp::DivTrunc:
     case BinaryOp::DivFloor:
     case BinaryOp::Pow:
@@ -120,17 +123,18 @@ OpAttrs binary_attrs(BinaryOp op, const BinaryParams& p) {
   return attrs;
 }
 
-Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operand& b, Tensor* out,
+Tensor binary_impl(OpId id, BinaryOp op, const Operand& a, const Operand& b, Tensor* out,
                    const BinaryParams& p = {}) {
+  const char* name = op_name(id);
   // Note [Autocast stage]: the policy table decides by name (pow, atan2; never an _out form).
   if (autocast_pending() && out == nullptr) [[unlikely]] {
-    if (AutocastArgs c(name, {a.t, b.t}); c) {
-      return binary_impl(name, op, Operand{a.t ? &c[0] : nullptr, a.s}, Operand{b.t ? &c[1] : nullptr, b.s},
+    if (AutocastArgs c(id, {a.t, b.t}); c) {
+      return binary_impl(id, op, Operand{a.t ? &c[0] : nullptr, a.s}, Operand{b.t ? &c[1] : nullptr, b.s},
                          out, p);
     }
   }
   const Tensor* first = a.t ? a.t : b.t;
-  OpScope scope(name, {first, b.t ? b.t : first});
+  OpScope scope(id, {first, b.t ? b.t : first});
   if (a.t) check_defined(name, *a.t, "input");
   if (b.t) check_defined(name, *b.t, "other");
   if (out && is_differentiable(op)) {
@@ -167,21 +171,21 @@ Tensor binary_impl(const char* name, BinaryOp op, const Operand& a, const Operan
     return *out;
   }
   if (is_differentiable(op) && should_record({a.t, b.t})) {
-    const char* recorded = op == BinaryOp::DivTrunc || op == BinaryOp::DivFloor ? "div" : name;
+    const OpId recorded = op == BinaryOp::DivTrunc || op == BinaryOp::DivFloor ? OpId::div : id;
     record_op(recorded, {a.t ? *a.t : ta, b.t ? *b.t : tb}, {target}, binary_attrs(op, p));
   }
   return target;
 }
 
-Tensor bin(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, const BinaryParams& p = {}) {
-  return binary_impl(name, op, Operand{&a, nullptr}, Operand{&b, nullptr}, nullptr, p);
+Tensor bin(OpId id, BinaryOp op, const Tensor& a, const Tensor& b, const BinaryParams& p = {}) {
+  return binary_impl(id, op, Operand{&a, nullptr}, Operand{&b, nullptr}, nullptr, p);
 }
-Tensor bin(const char* name, BinaryOp op, const Tensor& a, const Scalar& b, const BinaryParams& p = {}) {
-  return binary_impl(name, op, Operand{&a, nullptr}, Operand{nullptr, &b}, nullptr, p);
+Tensor bin(OpId id, BinaryOp op, const Tensor& a, const Scalar& b, const BinaryParams& p = {}) {
+  return binary_impl(id, op, Operand{&a, nullptr}, Operand{nullptr, &b}, nullptr, p);
 }
-Tensor& bin_out(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out,
+Tensor& bin_out(OpId id, BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out,
                 const BinaryParams& p = {}) {
-  binary_impl(name, op, Operand{&a, nullptr}, Operand{&b, nullptr}, &out, p);
+  binary_impl(id, op, Operand{&a, nullptr}, Operand{&b, nullptr}, &out, p);
   return out;
 }
 
@@ -200,27 +204,27 @@ BinaryParams with_alpha(const Scalar& alpha) {
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin("add", BinaryOp::Add, a, b, with_alpha(alpha)); }
-Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin("add", BinaryOp::Add, a, b, with_alpha(alpha)); }
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin(OpId::add, BinaryOp::Add, a, b, with_alpha(alpha)); }
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin(OpId::add, BinaryOp::Add, a, b, with_alpha(alpha)); }
 Tensor& add_out(const Tensor& a, const Tensor& b, Tensor& out, const Scalar& alpha) {
-  return bin_out("add_out", BinaryOp::Add, a, b, out, with_alpha(alpha));
+  return bin_out(OpId::add_out, BinaryOp::Add, a, b, out, with_alpha(alpha));
 }
-Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin("sub", BinaryOp::Sub, a, b, with_alpha(alpha)); }
-Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin("sub", BinaryOp::Sub, a, b, with_alpha(alpha)); }
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) { return bin(OpId::sub, BinaryOp::Sub, a, b, with_alpha(alpha)); }
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) { return bin(OpId::sub, BinaryOp::Sub, a, b, with_alpha(alpha)); }
 Tensor& sub_out(const Tensor& a, const Tensor& b, Tensor& out, const Scalar& alpha) {
-  return bin_out("sub_out", BinaryOp::Sub, a, b, out, with_alpha(alpha));
+  return bin_out(OpId::sub_out, BinaryOp::Sub, a, b, out, with_alpha(alpha));
 }
-Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) { return bin("div", div_op("div", mode), a, b); }
-Tensor div(const Tensor& a, const Scalar& b, const std::string& mode) { return bin("div", div_op("div", mode), a, b); }
+Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) { return bin(OpId::div, div_op("div", mode), a, b); }
+Tensor div(const Tensor& a, const Scalar& b, const std::string& mode) { return bin(OpId::div, div_op("div", mode), a, b); }
 Tensor& div_out(const Tensor& a, const Tensor& b, Tensor& out, const std::string& mode) {
-  return bin_out("div_out", div_op("div_out", mode), a, b, out);
+  return bin_out(OpId::div_out, div_op("div_out", mode), a, b, out);
 }
 
 #define TS_DEFINE_BINARY(name, OP)                                                                        \
-  Tensor name(const Tensor& a, const Tensor& b) { return bin(#name, BinaryOp::OP, a, b); }                \
-  Tensor name(const Tensor& a, const Scalar& b) { return bin(#name, BinaryOp::OP, a, b); }                \
+  Tensor name(const Tensor& a, const Tensor& b) { return bin(OpId::name, BinaryOp::OP, a, b); }                \
+  Tensor name(const Tensor& a, const Scalar& b) { return bin(OpId::name, BinaryOp::OP, a, b); }                \
   Tensor& name##_out(const Tensor& a, const Tensor& b, Tensor& out) {                                     \
-    return bin_out(#name "_out", BinaryOp::OP, a, b, out);                                                \
+    return bin_out(OpId::name##_out, BinaryOp::OP, a, b, out);                                                \
   }
 TS_DEFINE_BINARY(mul, Mul) TS_DEFINE_BINARY(pow, Pow) TS_DEFINE_BINARY(maximum, Maximum)
 TS_DEFINE_BINARY(minimum, Minimum) TS_DEFINE_BINARY(fmod, Fmod) TS_DEFINE_BINARY(remainder, Remainder)
@@ -233,13 +237,16 @@ TS_DEFINE_BINARY(bitwise_left_shift, LeftShift) TS_DEFINE_BINARY(bitwise_right_s
 #undef TS_DEFINE_BINARY
 
 Tensor pow(const Scalar& base, const Tensor& exponent) {
-  return binary_impl("pow", BinaryOp::Pow, Operand{nullptr, &base}, Operand{&exponent, nullptr}, nullptr);
+  return binary_impl(OpId::pow, BinaryOp::Pow, Operand{nullptr, &base}, Operand{&exponent, nullptr}, nullptr);
 }
+
+Tensor logaddexp(const Tensor& a, const Tensor& b) { return bin(OpId::logaddexp, BinaryOp::LogAddExp, a, b); }
 
 // Not among the binary ops that record themselves (is_differentiable): its derivative takes the
 // threshold, which goes into the attrs here.
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const Scalar& threshold) {
-  const char* op = "threshold_backward";
+  const OpId id = OpId::threshold_backward;
+  const char* op = op_name(id);
   const DType d = result_type(grad_output, self);
   BinaryParams p;
   p.threshold = threshold.to_double();
@@ -248,8 +255,8 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, const S
     TS_CHECK(p.threshold >= static_cast<double>(lo) && p.threshold <= static_cast<double>(hi), ValueError, op,
              ": value cannot be converted to type ", dtype_name(d), " without overflow: ", threshold);
   }
-  Tensor out = bin(op, BinaryOp::ThresholdBackward, grad_output, self, p);
-  if (should_record({&grad_output, &self})) record_op(op, {grad_output, self}, {out}, OpAttrs{.scalars = {threshold}});
+  Tensor out = bin(id, BinaryOp::ThresholdBackward, grad_output, self, p);
+  if (should_record({&grad_output, &self})) record_op(id, {grad_output, self}, {out}, OpAttrs{.scalars = {threshold}});
   return out;
 }
 

@@ -116,21 +116,24 @@ Tensor detached(const Tensor& t) { return t.defined() ? t.detach() : Tensor(); }
 
 Tensor conv2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias, IntPair stride, IntPair padding,
                  IntPair dilation, int64_t groups) {
-  const char* op = "conv2d";
+  const OpId id = OpId::conv2d;
+  const char* op = op_name(id);
   ConvGeometry g = conv2d_geometry(op, x, w, stride, padding, dilation, groups);
   check_bias(op, w, bias, g.out_channels);
   const bool cl = suggests_channels_last(x) || suggests_channels_last(w);
   Tensor out = make_empty_in_format({g.batch, g.out_channels, g.out_h, g.out_w}, x.dtype(), x.device(), cl);
   conv2d_forward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
-    record_op(op, {x, w, bias}, {out},
-              make_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups}));
+    record_op(id, {x, w, bias}, {out},
+              OpAttrs{.typed = ConvAttrs{.stride = {stride.h, stride.w}, .padding = {padding.h, padding.w},
+                        .dilation = {dilation.h, dilation.w}, .groups = groups}});
   return out;
 }
 
 Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias, IntPair stride, IntPair padding,
                            IntPair output_padding, int64_t groups, IntPair dilation) {
-  const char* op = "conv_transpose2d";
+  const OpId id = OpId::conv_transpose2d;
+  const char* op = op_name(id);
   check_params(op, stride, padding, dilation, groups);
   TS_CHECK(output_padding.h >= 0 && output_padding.w >= 0, ValueError, op,
            ": negative output_padding is not supported, got output_padding ",
@@ -172,9 +175,10 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias,
   Tensor out = make_empty_in_format({g.batch, g.in_channels, g.in_h, g.in_w}, x.dtype(), x.device(), cl);
   conv2d_input_backward_kernel(out.device(), out, x.detach(), w.detach(), detached(bias), g);
   if (should_record({&x, &w, &bias}))
-    record_op(op, {x, w, bias}, {out},
-              make_attrs({stride.h, stride.w, padding.h, padding.w, output_padding.h, output_padding.w,
-                               dilation.h, dilation.w, groups}));
+    record_op(id, {x, w, bias}, {out},
+              OpAttrs{.typed = ConvAttrs{.stride = {stride.h, stride.w}, .padding = {padding.h, padding.w},
+                        .dilation = {dilation.h, dilation.w}, .output_padding = {output_padding.h, output_padding.w},
+                        .groups = groups}});
   return out;
 }
 
@@ -183,10 +187,10 @@ Tensor conv_transpose2d_4d(const Tensor& x, const Tensor& w, const Tensor& bias,
 Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, IntPair stride,
               IntPair padding, IntPair dilation, int64_t groups) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("conv2d", {&x, &weight, bias ? &*bias : nullptr}); c)
+    if (AutocastArgs c(OpId::conv2d, {&x, &weight, bias ? &*bias : nullptr}); c)
       return conv2d(c[0], c[1], c.opt(2), stride, padding, dilation, groups);
   const Tensor& b = bias_or_undefined(bias);
-  OpScope scope("conv2d", {&x, &weight, &b});
+  OpScope scope(OpId::conv2d, {&x, &weight, &b});
   check_defined("conv2d", x, "input");
   check_defined("conv2d", weight, "weight");
   check_same_device("conv2d", {&x, &weight, &b});
@@ -200,10 +204,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("conv1d", {&x, &weight, bias ? &*bias : nullptr}); c)
+    if (AutocastArgs c(OpId::conv1d, {&x, &weight, bias ? &*bias : nullptr}); c)
       return conv1d(c[0], c[1], c.opt(2), stride, padding, dilation, groups);
   const Tensor& b = bias_or_undefined(bias);
-  OpScope scope("conv1d", {&x, &weight, &b});
+  OpScope scope(OpId::conv1d, {&x, &weight, &b});
   check_defined("conv1d", x, "input");
   check_defined("conv1d", weight, "weight");
   check_same_device("conv1d", {&x, &weight, &b});
@@ -235,10 +239,10 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias, IntPair stride,
                         IntPair padding, IntPair output_padding, int64_t groups, IntPair dilation) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("conv_transpose2d", {&x, &weight, bias ? &*bias : nullptr}); c)
+    if (AutocastArgs c(OpId::conv_transpose2d, {&x, &weight, bias ? &*bias : nullptr}); c)
       return conv_transpose2d(c[0], c[1], c.opt(2), stride, padding, output_padding, groups, dilation);
   const Tensor& b = bias_or_undefined(bias);
-  OpScope scope("conv_transpose2d", {&x, &weight, &b});
+  OpScope scope(OpId::conv_transpose2d, {&x, &weight, &b});
   check_defined("conv_transpose2d", x, "input");
   check_defined("conv_transpose2d", weight, "weight");
   check_same_device("conv_transpose2d", {&x, &weight, &b});
@@ -253,8 +257,9 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const std::option
 
 Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, IntPair kernel_size, IntPair stride,
                               IntPair padding, IntPair dilation, int64_t groups) {
-  const char* op = "conv2d_backward_weight";
-  OpScope scope(op, {&grad, &x});
+  const OpId id = OpId::conv2d_backward_weight;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad, &x});
   check_defined(op, grad, "grad_output");
   check_defined(op, x, "input");
   check_same_device(op, {&grad, &x});
@@ -282,9 +287,10 @@ Tensor conv2d_backward_weight(const Tensor& grad, const Tensor& x, IntPair kerne
   Tensor out = make_empty_in_format(w_meta.sizes(), x.dtype(), x.device(), cl);
   conv2d_weight_backward_kernel(out.device(), out, grad.detach(), x.detach(), g);
   if (should_record({&grad, &x}))
-    record_op(op, {grad, x}, {out},
-              make_attrs({stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w, groups,
-                               kernel_size.h, kernel_size.w}));
+    record_op(id, {grad, x}, {out},
+              OpAttrs{.typed = ConvAttrs{.stride = {stride.h, stride.w}, .padding = {padding.h, padding.w},
+                        .dilation = {dilation.h, dilation.w}, .groups = groups,
+                        .kernel = {kernel_size.h, kernel_size.w}}});
   return out;
 }
 

@@ -174,9 +174,9 @@ Tensor contract(Tensor a, Tensor b, const std::vector<bool>& to_sum) {
 
 Tensor einsum(const std::string& eq, const std::vector<Tensor>& operands) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("einsum", operands); c) return einsum(eq, c.tensors());
+    if (AutocastArgs c(OpId::einsum, operands); c) return einsum(eq, c.tensors());
   // Gradients are recorded by the ops einsum lowers onto (views and bmm).
-  OpScope scope("einsum", operands);
+  OpScope scope(OpId::einsum, operands);
   TS_CHECK(!operands.empty(), ValueError, "einsum(): must provide at least one operand (equation '", eq, "')");
   for (size_t i = 0; i < operands.size(); ++i) check_defined("einsum", operands[i], "operands");
   for (const Tensor& t : operands) check_same_device("einsum", {&operands[0], &t});

@@ -18,7 +18,7 @@ namespace tessera {
 
 enum class UnaryOp : uint8_t {
   Neg, Abs, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Sin, Cos, Tan, Tanh, Sigmoid, Relu,
-  Gelu, GeluTanh, Silu, Softplus, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal,
+  Gelu, GeluTanh, Silu, Softplus, HardSwish, Erf, Floor, Ceil, Round, Trunc, Sign, Reciprocal,
   BitwiseNot, NanToNum,
   // Predicates: output bool.
   LogicalNot, IsNan, IsInf, IsFinite,
@@ -30,7 +30,7 @@ struct UnaryParams {
 };
 
 enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div, DivTrunc, DivFloor, Pow, Maximum, Minimum, Fmod, Remainder, Atan2,
+  Add, Sub, Mul, Div, DivTrunc, DivFloor, Pow, Maximum, Minimum, Fmod, Remainder, Atan2, LogAddExp,
   BitwiseAnd, BitwiseOr, BitwiseXor, LeftShift, RightShift,
   ThresholdBackward,  // b <= threshold ? 0 : a (a: the gradient, b: relu's input or output)
   // Predicates: output bool.

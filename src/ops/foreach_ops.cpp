@@ -28,8 +28,8 @@
 namespace tessera {
 namespace {
 
-constexpr const char* kNormOp = "_foreach_norm";
-constexpr const char* kMulOp = "_foreach_mul_";
+constexpr const char* kNormOp = op_name(OpId::_foreach_norm);
+constexpr const char* kMulOp = op_name(OpId::_foreach_mul_);
 
 // Every tensor defined, floating and on the first one's device.
 void check_list(const char* op, const std::vector<Tensor>& tensors) {
@@ -91,7 +91,7 @@ bool any_overlap(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 std::vector<Tensor> _foreach_norm(const std::vector<Tensor>& tensors, double ord) {
-  OpScope scope(kNormOp, tensors);
+  OpScope scope(OpId::_foreach_norm, tensors);
   check_list(kNormOp, tensors);
   check_ord(ord);
   std::vector<Tensor> result(tensors.size());
@@ -127,7 +127,7 @@ std::vector<Tensor> _foreach_norm(const std::vector<Tensor>& tensors, double ord
 }
 
 Tensor foreach_norm_stacked(const std::vector<Tensor>& tensors, double ord, DType acc) {
-  OpScope scope(kNormOp, tensors);
+  OpScope scope(OpId::_foreach_norm, tensors);
   check_list(kNormOp, tensors);
   check_ord(ord);
   TS_CHECK(acc == kFloat32 || acc == kFloat64, DTypeError, kNormOp,
@@ -147,7 +147,7 @@ Tensor foreach_norm_stacked(const std::vector<Tensor>& tensors, double ord, DTyp
 }
 
 void _foreach_mul_(const std::vector<Tensor>& tensors, const Tensor& scalar) {
-  OpScope scope(kMulOp, tensors);
+  OpScope scope(OpId::_foreach_mul_, tensors);
   TS_CHECK(scalar.defined(), ValueError, kMulOp, ": scalar is undefined; expected a one-element floating tensor");
   TS_CHECK(scalar.numel() == 1, ShapeError, kMulOp, ": scalar must be a one-element tensor, got shape ",
            scalar.sizes());

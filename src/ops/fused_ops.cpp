@@ -60,10 +60,11 @@ std::pair<Tensor, Tensor> pre_and_gelu(const Tensor& x2, const Tensor& w, const 
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("linear_gelu", {&x, &weight, bp}); c) return linear_gelu(c[0], c[1], c.opt(2));
+    if (AutocastArgs c(OpId::linear_gelu, {&x, &weight, bp}); c) return linear_gelu(c[0], c[1], c.opt(2));
   static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
-  const char* op = "linear_gelu";
-  OpScope scope(op, {&x, &weight, bp ? bp : &kNoBias});
+  const OpId id = OpId::linear_gelu;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &weight, bp ? bp : &kNoBias});
   check_defined(op, x, "input");
   check_defined(op, weight, "weight");
   check_same_device(op, {&x, &weight, bp});
@@ -96,7 +97,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
   if (rec) {
     OpAttrs attrs;
     attrs.tensors = {pre};
-    record_op(op, {x, weight, bp ? *bp : kNoBias}, {y}, std::move(attrs));
+    record_op(id, {x, weight, bp ? *bp : kNoBias}, {y}, std::move(attrs));
   }
   return y;
 }
@@ -106,10 +107,11 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
   const Tensor* b1p = b1 && b1->defined() ? &*b1 : nullptr;
   const Tensor* b2p = b2 && b2->defined() ? &*b2 : nullptr;
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("mlp_gelu", {&x, &w1, b1p, &w2, b2p}); c) return mlp_gelu(c[0], c[1], c.opt(2), c[3], c.opt(4));
+    if (AutocastArgs c(OpId::mlp_gelu, {&x, &w1, b1p, &w2, b2p}); c) return mlp_gelu(c[0], c[1], c.opt(2), c[3], c.opt(4));
   static const Tensor kNoBias;
-  const char* op = "mlp_gelu";
-  OpScope scope(op, {&x, &w1, b1p ? b1p : &kNoBias, &w2, b2p ? b2p : &kNoBias});
+  const OpId id = OpId::mlp_gelu;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &w1, b1p ? b1p : &kNoBias, &w2, b2p ? b2p : &kNoBias});
   check_defined(op, x, "input");
   check_defined(op, w1, "weight1");
   check_defined(op, w2, "weight2");
@@ -143,14 +145,15 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
   if (rec) {
     OpAttrs attrs;
     attrs.tensors = {pre, h};
-    record_op(op, {x, w1, b1p ? *b1p : kNoBias, w2, b2p ? *b2p : kNoBias}, {y}, std::move(attrs));
+    record_op(id, {x, w1, b1p ? *b1p : kNoBias, w2, b2p ? *b2p : kNoBias}, {y}, std::move(attrs));
   }
   return y;
 }
 
 std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2, const Tensor& pre, bool want_bias) {
-  const char* op = "linear_dgelu_bgrad";
-  OpScope scope(op, {&g, &w2, &pre});
+  const OpId id = OpId::linear_dgelu_bgrad;
+  const char* op = op_name(id);
+  OpScope scope(id, {&g, &w2, &pre});
   check_defined(op, g, "grad");
   check_defined(op, w2, "weight");
   check_defined(op, pre, "pre");
@@ -175,8 +178,9 @@ std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2,
 }
 
 Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& pre) {
-  const char* op = "gelu_tanh_backward";
-  OpScope scope(op, {&grad, &pre});
+  const OpId id = OpId::gelu_tanh_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad, &pre});
   check_defined(op, grad, "grad");
   check_defined(op, pre, "pre");
   check_same_device(op, {&grad, &pre});
@@ -202,8 +206,9 @@ Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& pre) {
 }
 
 std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor& x, std::array<bool, 2> output_mask) {
-  const char* op = "linear_weight_bias_grad";
-  OpScope scope(op, {&g, &x});
+  const OpId id = OpId::linear_weight_bias_grad;
+  const char* op = op_name(id);
+  OpScope scope(id, {&g, &x});
   check_defined(op, g, "grad");
   check_defined(op, x, "input");
   check_same_device(op, {&g, &x});
@@ -245,10 +250,11 @@ std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index,
                             const std::string& reduction, int64_t chunk_rows) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("linear_cross_entropy", {&x, &weight}); c)
+    if (AutocastArgs c(OpId::linear_cross_entropy, {&x, &weight}); c)
       return linear_cross_entropy(c[0], c[1], target, ignore_index, reduction, chunk_rows);
-  const char* op = "linear_cross_entropy";
-  OpScope scope(op, {&x, &weight, &target});
+  const OpId id = OpId::linear_cross_entropy;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &weight, &target});
   check_defined(op, x, "input");
   check_defined(op, weight, "weight");
   check_defined(op, target, "target");
@@ -329,7 +335,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   if (rec) {
     OpAttrs attrs = make_attrs({ignore_index}, {dx, dw, t64});
     attrs.str = reduction;
-    record_op(op, {x, weight}, {loss}, std::move(attrs));
+    record_op(id, {x, weight}, {loss}, std::move(attrs));
   }
   return loss;
 }

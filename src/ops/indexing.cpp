@@ -123,7 +123,8 @@ Tensor index_select_impl(const char* op, const Tensor& x, int64_t d, const Tenso
 
 namespace {
 Tensor index_select_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
-  const char* op = "index_select";
+  const OpId id = OpId::index_select;
+  const char* op = op_name(id);
   NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
@@ -142,18 +143,19 @@ Tensor index_select_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  OpScope scope("index_select", {&x, &index});
+  OpScope scope(OpId::index_select, {&x, &index});
   Tensor out = index_select_fwd(x, dim, index);
   if (should_record({&x})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_select");
-    record_op("index_select", {x}, {out}, make_attrs({d}, {index.reshape({-1})}));
+    record_op(OpId::index_select, {x}, {out}, make_attrs({d}, {index.reshape({-1})}));
   }
   return out;
 }
 
 namespace {
 Tensor gather_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
-  const char* op = "gather";
+  const OpId id = OpId::gather;
+  const char* op = op_name(id);
   NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
@@ -186,66 +188,68 @@ Tensor gather_fwd(const Tensor& x, int64_t dim, const Tensor& index) {
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  OpScope scope("gather", {&x, &index});
+  OpScope scope(OpId::gather, {&x, &index});
   Tensor out = gather_fwd(x, dim, index);
   if (should_record({&x})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "gather");
-    record_op("gather", {x}, {out}, make_attrs({d}, {index}));
+    record_op(OpId::gather, {x}, {out}, make_attrs({d}, {index}));
   }
   return out;
 }
 
 namespace {
 // Records scatter / scatter_add: inputs {self} (scattered value) or {self, src}.
-Tensor record_scatter(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+Tensor record_scatter(OpId id, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       Tensor out) {
+  const char* op = op_name(id);
   const bool with_src = src.defined();
   if (!(with_src ? should_record({&x, &src}) : should_record({&x}))) return out;
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   std::vector<Tensor> inputs = {x};
   if (with_src) inputs.push_back(src);
-  record_op(op, inputs, {out}, make_attrs({d}, {index}));
+  record_op(id, inputs, {out}, make_attrs({d}, {index}));
   return out;
 }
 }  // namespace
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  OpScope scope("scatter", {&x, &index, &src});
+  OpScope scope(OpId::scatter, {&x, &index, &src});
   check_defined("scatter", src, "src");
   Tensor out;
   {
     NoRecordScope no_record;
     out = scatter_impl("scatter", x, dim, index, src, Scalar(0), ScatterReduce::None);
   }
-  return record_scatter("scatter", x, dim, index, src, out);
+  return record_scatter(OpId::scatter, x, dim, index, src, out);
 }
 
 Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value) {
-  OpScope scope("scatter", {&x, &index});
+  OpScope scope(OpId::scatter, {&x, &index});
   Tensor out;
   {
     NoRecordScope no_record;
     out = scatter_impl("scatter", x, dim, index, Tensor(), value, ScatterReduce::None);
   }
-  return record_scatter("scatter", x, dim, index, Tensor(), out);
+  return record_scatter(OpId::scatter, x, dim, index, Tensor(), out);
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("scatter_add", {&x, &index, &src}); c) return scatter_add(c[0], dim, c[1], c[2]);
-  OpScope scope("scatter_add", {&x, &index, &src});
+    if (AutocastArgs c(OpId::scatter_add, {&x, &index, &src}); c) return scatter_add(c[0], dim, c[1], c[2]);
+  OpScope scope(OpId::scatter_add, {&x, &index, &src});
   check_defined("scatter_add", src, "src");
   Tensor out;
   {
     NoRecordScope no_record;
     out = scatter_impl("scatter_add", x, dim, index, src, Scalar(0), ScatterReduce::Add);
   }
-  return record_scatter("scatter_add", x, dim, index, src, out);
+  return record_scatter(OpId::scatter_add, x, dim, index, src, out);
 }
 
 namespace {
 Tensor index_add_fwd(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
-  const char* op = "index_add";
+  const OpId id = OpId::index_add;
+  const char* op = op_name(id);
   NoRecordScope no_record;
   check_defined(op, x, "self");
   check_defined(op, index, "index");
@@ -280,20 +284,21 @@ Tensor index_add_fwd(const Tensor& x, int64_t dim, const Tensor& index, const Te
 }  // namespace
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha) {
-  OpScope scope("index_add", {&x, &index, &source});
+  OpScope scope(OpId::index_add, {&x, &index, &source});
   Tensor out = index_add_fwd(x, dim, index, source, alpha);
   if (should_record({&x, &source})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_add");
     OpAttrs attrs = make_attrs({d}, {index.reshape({-1})});
     attrs.scalars.push_back(alpha);
-    record_op("index_add", {x, source}, {out}, std::move(attrs));
+    record_op(OpId::index_add, {x, source}, {out}, std::move(attrs));
   }
   return out;
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
-  const char* op = "masked_fill";
-  OpScope scope(op, {&x, &mask});
+  const OpId id = OpId::masked_fill;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &mask});
   check_defined(op, x, "self");
   check_defined(op, mask, "mask");
   check_same_device(op, {&x, &mask});
@@ -302,13 +307,14 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), op);
   Tensor out = make_empty(shape, x.dtype(), x.device());
   masked_fill_kernel(x.device(), out, x, mask, value);
-  if (should_record({&x})) record_op(op, {x}, {out}, make_attrs({}, {mask}));
+  if (should_record({&x})) record_op(id, {x}, {out}, make_attrs({}, {mask}));
   return out;
 }
 
 Tensor masked_select(const Tensor& x, const Tensor& mask) {
-  const char* op = "masked_select";
-  OpScope scope(op, {&x, &mask});
+  const OpId id = OpId::masked_select;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &mask});
   check_defined(op, x, "self");
   check_defined(op, mask, "mask");
   check_same_device(op, {&x, &mask});
@@ -327,13 +333,14 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
     masked_select_kernel(x.device(), out, xb, mb);
   }
   // The derivative puts the gradient back at the mask's true positions of the broadcast shape.
-  if (should_record({&x})) record_op(op, {x}, {out}, make_attrs({}, {mask}));
+  if (should_record({&x})) record_op(id, {x}, {out}, make_attrs({}, {mask}));
   return out;
 }
 
 Tensor nonzero(const Tensor& x) {
-  const char* op = "nonzero";
-  OpScope scope(op, {&x});
+  const OpId id = OpId::nonzero;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x});
   check_defined(op, x, "self");
   TS_CHECK(!x.is_meta(), NotImplementedError, op,
            ": the output size depends on the tensor's values, which the meta device does not have");
@@ -346,8 +353,9 @@ Tensor nonzero(const Tensor& x) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
-  const char* op = "embedding";
-  OpScope scope(op, {&weight, &indices});
+  const OpId id = OpId::embedding;
+  const char* op = op_name(id);
+  OpScope scope(id, {&weight, &indices});
   check_defined(op, weight, "weight");
   check_defined(op, indices, "indices");
   check_same_device(op, {&weight, &indices});
@@ -371,14 +379,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     OpAttrs attrs = make_attrs({}, {indices});
     attrs.flag = padding_idx.has_value();
     if (padding_idx) attrs.ints.push_back(*padding_idx < 0 ? *padding_idx + weight.size(0) : *padding_idx);
-    record_op(op, {weight}, {out}, std::move(attrs));
+    record_op(id, {weight}, {out}, std::move(attrs));
   }
   return out;
 }
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  const char* op = "one_hot";
-  OpScope scope(op, {&indices});
+  const OpId id = OpId::one_hot;
+  const char* op = op_name(id);
+  OpScope scope(id, {&indices});
   check_defined(op, indices, "indices");
   TS_CHECK(indices.dtype() == kInt64, DTypeError, op, ": is only applicable to index tensors of dtype int64, got ",
            dtype_name(indices.dtype()));

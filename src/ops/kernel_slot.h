@@ -2,11 +2,13 @@
 // slot with its signature in `ops/<family>_kernel.h`; each backend fills the slot for its device type
 // at start-up (kernels/cpu/register.cpp, kernels/cuda/register.cu). Ops call `slot(device, args...)`:
 // meta tensors skip the kernel (the meta function already produced the output), and a device with no
-// kernel raises NotImplementedError naming the kernel and the device.
+// kernel raises NotImplementedError naming the kernel and the device. A slot called outside every
+// op while a stage is installed is reported (Note [Scoped kernels] in ops/op_scope.h).
 #pragma once
 #include <array>
 #include <utility>
 
+#include "ops/dispatch_depth.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
 
@@ -26,6 +28,8 @@ class KernelSlot {
   }
   template <class... Args>
   void operator()(Device device, Args&&... args) const {
+    if (detail::op_stages_installed() && detail::t_op_depth == 0) [[unlikely]]
+      detail::notify_unscoped_kernel(name_);
     if (device.is_meta()) return;
     get(device.type())(std::forward<Args>(args)...);
   }

@@ -102,8 +102,9 @@ CrossEntropyParams params_of(const char* op, int64_t ignore_index, double label_
 
 std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Tensor& target, const Tensor& weight,
                                                   int64_t ignore_index, double label_smoothing, int64_t classes) {
-  const char* op = "cross_entropy";
-  OpScope scope("cross_entropy_loss_rows", {&logits, &target});
+  const OpId id = OpId::cross_entropy;
+  const char* op = op_name(id);
+  OpScope scope(OpId::cross_entropy_loss_rows, {&logits, &target});
   const int64_t c = check_args(op, logits, target, weight, label_smoothing);
   const CrossEntropyParams cp = params_of(op, ignore_index, label_smoothing, classes, c);
   const bool record = should_record({&logits});
@@ -123,7 +124,7 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
   if (record) {
     OpAttrs attrs = make_attrs({ignore_index, classes}, {t64, w, lse});
     attrs.scalars = {Scalar(label_smoothing)};
-    record_op("cross_entropy_loss_rows", {logits}, {loss}, std::move(attrs));
+    record_op(OpId::cross_entropy_loss_rows, {logits}, {loss}, std::move(attrs));
   }
   return {loss, lse};
 }
@@ -131,8 +132,9 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
 Tensor cross_entropy_loss_rows_backward(const Tensor& grad, const Tensor& logits, const Tensor& target,
                                         const Tensor& weight, const Tensor& lse, int64_t ignore_index,
                                         double label_smoothing, int64_t classes) {
-  const char* op = "cross_entropy_backward";
-  OpScope scope(op, {&grad, &logits, &target});
+  const OpId id = OpId::cross_entropy_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad, &logits, &target});
   const int64_t c = check_args(op, logits, target, weight, label_smoothing);
   const CrossEntropyParams cp = params_of(op, ignore_index, label_smoothing, classes, c);
   check_defined(op, grad, "grad");

@@ -156,8 +156,8 @@ Tensor mm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* i
     out = mm_body(op, a, b, input, beta, alpha);
   }
   if (rec) {
-    if (input) record_op("addmm", {*input, a, b}, {out}, factor_attrs(beta, alpha));
-    else record_op("mm", {a, b}, {out});
+    if (input) record_op(OpId::addmm, {*input, a, b}, {out}, factor_attrs(beta, alpha));
+    else record_op(OpId::mm, {a, b}, {out});
   }
   return out;
 }
@@ -171,8 +171,8 @@ Tensor bmm_impl(const char* op, const Tensor& a, const Tensor& b, const Tensor* 
     out = bmm_body(op, a, b, input, beta, alpha);
   }
   if (rec) {
-    if (input) record_op("baddbmm", {*input, a, b}, {out}, factor_attrs(beta, alpha));
-    else record_op("bmm", {a, b}, {out});
+    if (input) record_op(OpId::baddbmm, {*input, a, b}, {out}, factor_attrs(beta, alpha));
+    else record_op(OpId::bmm, {a, b}, {out});
   }
   return out;
 }
@@ -184,7 +184,7 @@ Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
     NoRecordScope no_record(rec);
     out = dot_body(op, a, b);
   }
-  if (rec) record_op("dot", {a, b}, {out});
+  if (rec) record_op(OpId::dot, {a, b}, {out});
   return out;
 }
 
@@ -192,8 +192,8 @@ Tensor dot_impl(const char* op, const Tensor& a, const Tensor& b) {
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("mm", {&a, &b}); c) return mm(c[0], c[1]);
-  OpScope scope("mm", {&a, &b});
+    if (AutocastArgs c(OpId::mm, {&a, &b}); c) return mm(c[0], c[1]);
+  OpScope scope(OpId::mm, {&a, &b});
   check_defined("mm", a, "self");
   check_defined("mm", b, "mat2");
   return mm_impl("mm", a, b);
@@ -201,8 +201,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("bmm", {&a, &b}); c) return bmm(c[0], c[1]);
-  OpScope scope("bmm", {&a, &b});
+    if (AutocastArgs c(OpId::bmm, {&a, &b}); c) return bmm(c[0], c[1]);
+  OpScope scope(OpId::bmm, {&a, &b});
   check_defined("bmm", a, "self");
   check_defined("bmm", b, "mat2");
   return bmm_impl("bmm", a, b);
@@ -210,8 +210,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("addmm", {&input, &a, &b}); c) return addmm(c[0], c[1], c[2], beta, alpha);
-  OpScope scope("addmm", {&input, &a, &b});
+    if (AutocastArgs c(OpId::addmm, {&input, &a, &b}); c) return addmm(c[0], c[1], c[2], beta, alpha);
+  OpScope scope(OpId::addmm, {&input, &a, &b});
   check_defined("addmm", input, "self");
   check_defined("addmm", a, "mat1");
   check_defined("addmm", b, "mat2");
@@ -220,8 +220,8 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar
 
 Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scalar& beta, const Scalar& alpha) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("baddbmm", {&input, &a, &b}); c) return baddbmm(c[0], c[1], c[2], beta, alpha);
-  OpScope scope("baddbmm", {&input, &a, &b});
+    if (AutocastArgs c(OpId::baddbmm, {&input, &a, &b}); c) return baddbmm(c[0], c[1], c[2], beta, alpha);
+  OpScope scope(OpId::baddbmm, {&input, &a, &b});
   check_defined("baddbmm", input, "self");
   check_defined("baddbmm", a, "batch1");
   check_defined("baddbmm", b, "batch2");
@@ -230,8 +230,8 @@ Tensor baddbmm(const Tensor& input, const Tensor& a, const Tensor& b, const Scal
 
 Tensor dot(const Tensor& a, const Tensor& b) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("dot", {&a, &b}); c) return dot(c[0], c[1]);
-  OpScope scope("dot", {&a, &b});
+    if (AutocastArgs c(OpId::dot, {&a, &b}); c) return dot(c[0], c[1]);
+  OpScope scope(OpId::dot, {&a, &b});
   check_defined("dot", a, "self");
   check_defined("dot", b, "other");
   return dot_impl("dot", a, b);
@@ -239,8 +239,8 @@ Tensor dot(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("matmul", {&a, &b}); c) return matmul(c[0], c[1]);
-  OpScope scope("matmul", {&a, &b});
+    if (AutocastArgs c(OpId::matmul, {&a, &b}); c) return matmul(c[0], c[1]);
+  OpScope scope(OpId::matmul, {&a, &b});
   check_defined("matmul", a, "self");
   check_defined("matmul", b, "other");
   check_same_device("matmul", {&a, &b});
@@ -280,7 +280,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     NoRecordScope no_record(rec);
     c = gemm3(a3, b3, nullptr, 0, 1);
   }
-  if (rec) record_op("bmm", {a3, b3}, {c});
+  if (rec) record_op(OpId::bmm, {a3, b3}, {c});
   Shape out = batch;
   if (da > 1) out.push_back(m);
   if (db > 1) out.push_back(n);
@@ -323,9 +323,9 @@ Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor* bp) {
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("linear", {&x, &weight, bp}); c) return linear(c[0], c[1], c.opt(2));
+    if (AutocastArgs c(OpId::linear, {&x, &weight, bp}); c) return linear(c[0], c[1], c.opt(2));
   static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
-  OpScope scope("linear", {&x, &weight, bp ? bp : &kNoBias});
+  OpScope scope(OpId::linear, {&x, &weight, bp ? bp : &kNoBias});
   const bool rec = should_record({&x, &weight, bp});
   Tensor out;
   {
@@ -333,7 +333,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     out = linear_body(x, weight, bp);
   }
   // An absent bias is recorded as an undefined input (no edge, no gradient).
-  if (rec) record_op("linear", {x, weight, bp ? *bp : kNoBias}, {out});
+  if (rec) record_op(OpId::linear, {x, weight, bp ? *bp : kNoBias}, {out});
   return out;
 }
 
@@ -358,14 +358,14 @@ Tensor outer_body(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor outer(const Tensor& a, const Tensor& b) {
-  OpScope scope("outer", {&a, &b});
+  OpScope scope(OpId::outer, {&a, &b});
   const bool rec = should_record({&a, &b});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = outer_body(a, b);
   }
-  if (rec) record_op("outer", {a, b}, {out});
+  if (rec) record_op(OpId::outer, {a, b}, {out});
   return out;
 }
 

@@ -104,8 +104,9 @@ OpAttrs norm_attrs(const Shape& normalized_shape, double eps, std::vector<Tensor
 
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shape& normalized_shape,
                                                      const Tensor& weight, const Tensor& bias, double eps) {
-  const char* op = "native_layer_norm";
-  OpScope scope(op, {&x, &weight, &bias});
+  const OpId id = OpId::native_layer_norm;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &weight, &bias});
   const RowView v = row_view(op, x, normalized_shape);
   check_param(op, "weight", weight, normalized_shape);
   check_param(op, "bias", bias, normalized_shape);
@@ -117,7 +118,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shap
   Tensor rstd = make_empty(v.stat_shape, stat_dtype(d), x.device());
   norm_forward_kernel(x.device(), y, mean, rstd, xc, w, b, NormParams{v.rows, v.cols, eps, false});
   if (should_record({&x, &weight, &bias}))
-    record_op(op, {x, weight, bias}, {y}, norm_attrs(normalized_shape, eps, {mean, rstd}));
+    record_op(id, {x, weight, bias}, {y}, norm_attrs(normalized_shape, eps, {mean, rstd}));
   return {y, mean, rstd};
 }
 
@@ -125,8 +126,9 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
                                                               const Shape& normalized_shape, const Tensor& mean,
                                                               const Tensor& rstd, const Tensor& weight,
                                                               const Tensor& bias, std::array<bool, 3> output_mask) {
-  const char* op = "native_layer_norm_backward";
-  OpScope scope(op, {&grad_out, &x, &mean, &rstd, &weight, &bias});
+  const OpId id = OpId::native_layer_norm_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad_out, &x, &mean, &rstd, &weight, &bias});
   const RowView v = row_view(op, x, normalized_shape);
   check_grad(op, grad_out, x);
   check_stat(op, "mean", mean, v, x.dtype());
@@ -152,8 +154,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x
                                                                  const Shape& normalized_shape, const Tensor& weight,
                                                                  const Tensor& bias, double eps,
                                                                  std::optional<DType> y_dtype) {
-  const char* op = "add_layer_norm";
-  OpScope scope("native_add_layer_norm", {&x, &residual, &weight, &bias});
+  const OpId id = OpId::add_layer_norm;
+  const char* op = op_name(id);
+  OpScope scope(OpId::native_add_layer_norm, {&x, &residual, &weight, &bias});
   const RowView v = row_view(op, x, normalized_shape);
   check_defined(op, residual, "residual");
   TS_CHECK(is_floating_point(residual.dtype()), DTypeError, op, ": expected a floating-point residual, got ",
@@ -180,7 +183,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm(const Tensor& x
   add_norm_forward_kernel(x.device(), sum, y, mean, rstd, xc, rc, w, b, NormParams{v.rows, v.cols, eps, false});
   if (y.dtype() != yd) y = cast_to(y, yd);
   if (should_record({&x, &residual, &weight, &bias}))
-    record_op("native_add_layer_norm", {x, residual, weight, bias}, {sum, y},
+    record_op(OpId::native_add_layer_norm, {x, residual, weight, bias}, {sum, y},
               norm_attrs(normalized_shape, eps, {mean, rstd, weight, bias}));
   return {sum, y, mean, rstd};
 }
@@ -189,8 +192,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm_backward(
     const Tensor& grad_y, const Tensor& grad_sum, const Tensor& sum, const Shape& normalized_shape, const Tensor& mean,
     const Tensor& rstd, const Tensor& weight, const Tensor& bias, std::array<bool, 4> output_mask,
     std::optional<DType> low_dtype) {
-  const char* op = "add_layer_norm_backward";
-  OpScope scope(op, {&grad_y, &grad_sum, &sum, &mean, &rstd, &weight, &bias});
+  const OpId id = OpId::add_layer_norm_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad_y, &grad_sum, &sum, &mean, &rstd, &weight, &bias});
   const RowView v = row_view(op, sum, normalized_shape);
   check_grad(op, grad_y, sum);
   if (grad_sum.defined()) check_grad(op, grad_sum, sum);
@@ -223,8 +227,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm_backward(
 
 std::tuple<Tensor, Tensor> native_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                            double eps) {
-  const char* op = "native_rms_norm";
-  OpScope scope(op, {&x, &weight});
+  const OpId id = OpId::native_rms_norm;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x, &weight});
   const RowView v = row_view(op, x, normalized_shape);
   check_param(op, "weight", weight, normalized_shape);
   check_same_device(op, {&x, &weight});
@@ -233,15 +238,16 @@ std::tuple<Tensor, Tensor> native_rms_norm(const Tensor& x, const Shape& normali
   Tensor y = make_empty(x.sizes(), d, x.device());
   Tensor rstd = make_empty(v.stat_shape, stat_dtype(d), x.device());
   norm_forward_kernel(x.device(), y, Tensor(), rstd, xc, w, Tensor(), NormParams{v.rows, v.cols, eps, true});
-  if (should_record({&x, &weight})) record_op(op, {x, weight}, {y}, norm_attrs(normalized_shape, eps, {rstd}));
+  if (should_record({&x, &weight})) record_op(id, {x, weight}, {y}, norm_attrs(normalized_shape, eps, {rstd}));
   return {y, rstd};
 }
 
 std::tuple<Tensor, Tensor> native_rms_norm_backward(const Tensor& grad_out, const Tensor& x,
                                                     const Shape& normalized_shape, const Tensor& rstd,
                                                     const Tensor& weight, std::array<bool, 2> output_mask) {
-  const char* op = "native_rms_norm_backward";
-  OpScope scope(op, {&grad_out, &x, &rstd, &weight});
+  const OpId id = OpId::native_rms_norm_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad_out, &x, &rstd, &weight});
   const RowView v = row_view(op, x, normalized_shape);
   check_grad(op, grad_out, x);
   check_stat(op, "rstd", rstd, v, x.dtype());

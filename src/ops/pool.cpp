@@ -100,8 +100,9 @@ void check_backward_grad(const char* op, const Tensor& grad, const Shape& input_
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kernel_size, std::optional<IntPair> stride,
                                                    IntPair padding, IntPair dilation, bool ceil_mode) {
-  const char* op = "max_pool2d";
-  OpScope scope("max_pool2d_with_indices", {&x});
+  const OpId id = OpId::max_pool2d;
+  const char* op = op_name(id);
+  OpScope scope(OpId::max_pool2d_with_indices, {&x});
   check_input(op, x);
   const bool unbatched = x.dim() == 3;
   Tensor x4 = as_4d(x);
@@ -112,10 +113,11 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntPair kern
   Tensor indices = make_empty_in_format(out_sizes, kInt64, x.device(), cl);
   max_pool2d_kernel(out.device(), out, indices, x4.detach(), g);
   if (should_record({&x4}))
-    record_op("max_pool2d_with_indices", {x4}, {out},
-              make_attrs({kernel_size.h, kernel_size.w, g.stride_h, g.stride_w, padding.h, padding.w, dilation.h,
-                          dilation.w, int64_t(ceil_mode)},
-                         {indices}));
+    record_op(OpId::max_pool2d_with_indices, {x4}, {out},
+              OpAttrs{.tensors = {indices},
+                      .typed = PoolAttrs{.kernel = {kernel_size.h, kernel_size.w}, .stride = {g.stride_h, g.stride_w},
+                                         .padding = {padding.h, padding.w}, .dilation = {dilation.h, dilation.w},
+                                         .ceil_mode = ceil_mode}});
   return {from_4d(out, unbatched), from_4d(indices, unbatched)};
 }
 
@@ -126,8 +128,9 @@ Tensor max_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> s
 
 Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> stride, IntPair padding,
                   bool ceil_mode, bool count_include_pad) {
-  const char* op = "avg_pool2d";
-  OpScope scope(op, {&x});
+  const OpId id = OpId::avg_pool2d;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x});
   check_input(op, x);
   const bool unbatched = x.dim() == 3;
   Tensor x4 = as_4d(x);
@@ -138,15 +141,17 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel_size, std::optional<IntPair> s
                                     suggests_channels_last(x4));
   avg_pool2d_kernel(out.device(), out, x4.detach(), g);
   if (should_record({&x4}))
-    record_op(op, {x4}, {out},
-              make_attrs({kernel_size.h, kernel_size.w, s.h, s.w, padding.h, padding.w, int64_t(ceil_mode),
-                               int64_t(count_include_pad)}));
+    record_op(id, {x4}, {out},
+              OpAttrs{.typed = PoolAttrs{.kernel = {kernel_size.h, kernel_size.w}, .stride = {s.h, s.w},
+                                         .padding = {padding.h, padding.w}, .ceil_mode = ceil_mode,
+                                         .count_include_pad = count_include_pad}});
   return from_4d(out, unbatched);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
-  const char* op = "adaptive_avg_pool2d";
-  OpScope scope(op, {&x});
+  const OpId id = OpId::adaptive_avg_pool2d;
+  const char* op = op_name(id);
+  OpScope scope(id, {&x});
   check_input(op, x);
   TS_CHECK(output_size.h >= 0 && output_size.w >= 0, ValueError, op,
            ": elements of output_size must be greater than or equal to 0 but received (", output_size.h, ", ",
@@ -162,14 +167,15 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
   Tensor out = make_empty_in_format({x4.size(0), x4.size(1), g.out_h, g.out_w}, x.dtype(), x.device(),
                                     suggests_channels_last(x4));
   adaptive_avg_pool2d_kernel(out.device(), out, x4.detach(), g);
-  if (should_record({&x4})) record_op(op, {x4}, {out});
+  if (should_record({&x4})) record_op(id, {x4}, {out});
   return from_4d(out, unbatched);
 }
 
 Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shape& input_sizes, IntPair kernel_size,
                            IntPair stride, IntPair padding, IntPair dilation, bool ceil_mode) {
-  const char* op = "max_pool2d_backward";
-  OpScope scope(op, {&grad, &indices});
+  const OpId id = OpId::max_pool2d_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad, &indices});
   check_defined(op, indices, "indices");
   check_same_device(op, {&grad, &indices});
   TS_CHECK(grad.dim() == 4, ShapeError, op, ": expected a 4-D grad_output, got size ", grad.sizes());
@@ -187,17 +193,19 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& indices, const Shap
                                     suggests_channels_last(grad) || suggests_channels_last(indices));
   max_pool2d_backward_kernel(out.device(), out, grad.detach(), indices, g);
   if (should_record({&grad}))
-    record_op(op, {grad}, {out},
-              make_attrs({kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w, dilation.h,
-                          dilation.w, int64_t(ceil_mode)},
-                         {indices}));
+    record_op(id, {grad}, {out},
+              OpAttrs{.tensors = {indices},
+                      .typed = PoolAttrs{.kernel = {kernel_size.h, kernel_size.w}, .stride = {stride.h, stride.w},
+                                         .padding = {padding.h, padding.w}, .dilation = {dilation.h, dilation.w},
+                                         .ceil_mode = ceil_mode}});
   return out;
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes, IntPair kernel_size, IntPair stride,
                            IntPair padding, bool ceil_mode, bool count_include_pad) {
-  const char* op = "avg_pool2d_backward";
-  OpScope scope(op, {&grad});
+  const OpId id = OpId::avg_pool2d_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad});
   TS_CHECK(input_sizes.size() == 4, ShapeError, op, ": expected 4-D input sizes, got ", input_sizes);
   PoolGeometry g = pool_geometry(op, input_sizes, kernel_size, stride, padding, 1, ceil_mode);
   g.count_include_pad = count_include_pad;
@@ -205,15 +213,17 @@ Tensor avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes, IntPair
   Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(), suggests_channels_last(grad));
   avg_pool2d_backward_kernel(out.device(), out, grad.detach(), g);
   if (should_record({&grad}))
-    record_op(op, {grad}, {out},
-              make_attrs({kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w,
-                               int64_t(ceil_mode), int64_t(count_include_pad)}));
+    record_op(id, {grad}, {out},
+              OpAttrs{.typed = PoolAttrs{.kernel = {kernel_size.h, kernel_size.w}, .stride = {stride.h, stride.w},
+                        .padding = {padding.h, padding.w}, .ceil_mode = ceil_mode,
+                        .count_include_pad = count_include_pad}});
   return out;
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes) {
-  const char* op = "adaptive_avg_pool2d_backward";
-  OpScope scope(op, {&grad});
+  const OpId id = OpId::adaptive_avg_pool2d_backward;
+  const char* op = op_name(id);
+  OpScope scope(id, {&grad});
   check_defined(op, grad, "grad_output");
   TS_CHECK(grad.dim() == 4, ShapeError, op, ": expected a 4-D grad_output, got size ", grad.sizes());
   check_backward_grad(op, grad, input_sizes, grad.size(2), grad.size(3));
@@ -225,7 +235,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& input_sizes
   g.out_w = grad.size(3);
   Tensor out = make_empty_in_format(input_sizes, grad.dtype(), grad.device(), suggests_channels_last(grad));
   adaptive_avg_pool2d_backward_kernel(out.device(), out, grad.detach(), g);
-  if (should_record({&grad})) record_op(op, {grad}, {out});
+  if (should_record({&grad})) record_op(id, {grad}, {out});
   return out;
 }
 

@@ -14,7 +14,7 @@ class ProfilerObserver final : public OpObserver {
  public:
   void on_enter(const OpEvent& e) override {
     if (!profiler::detail::record_shapes_on()) {
-      profiler::detail::range_begin(e.op, profiler::EventKind::Op);
+      profiler::detail::range_begin(e.name(), profiler::EventKind::Op);
       return;
     }
     std::vector<std::vector<int64_t>> shapes;
@@ -31,7 +31,7 @@ class ProfilerObserver final : public OpObserver {
         dtypes.emplace_back("");
       }
     }
-    profiler::detail::range_begin(e.op, profiler::EventKind::Op, &shapes, &dtypes);
+    profiler::detail::range_begin(e.name(), profiler::EventKind::Op, &shapes, &dtypes);
   }
   void on_exit(const OpEvent&) override { profiler::detail::range_end(); }
 };

@@ -62,7 +62,7 @@ void bump(const Tensor& t) { t.impl()->bump_version(); }
 
 // ---- in-place fills ------------------------------------------------------------------------------
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
-  OpScope scope("uniform_", {this});
+  OpScope scope(OpId::uniform_, {this});
   check_defined("uniform_", *this, "self");
   check_floating("uniform_", dtype());
   TS_CHECK(std::isfinite(from) && std::isfinite(to), ValueError, "uniform_: expects from and to to be finite, got from=",
@@ -79,7 +79,7 @@ Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
 }
 
 Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
-  OpScope scope("normal_", {this});
+  OpScope scope(OpId::normal_, {this});
   check_defined("normal_", *this, "self");
   check_floating("normal_", dtype());
   TS_CHECK(std::isfinite(mean), ValueError, "normal_: expects mean to be finite, got ", mean);
@@ -92,7 +92,7 @@ Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
 }
 
 Tensor& Tensor::bernoulli_(double prob, Generator* gen) {
-  OpScope scope("bernoulli_", {this});
+  OpScope scope(OpId::bernoulli_, {this});
   check_defined("bernoulli_", *this, "self");
   TS_CHECK(prob >= 0.0 && prob <= 1.0, ValueError, "bernoulli_: expected p in [0, 1], but got p=", prob);
   check_writable("bernoulli_", *this);
@@ -103,7 +103,7 @@ Tensor& Tensor::bernoulli_(double prob, Generator* gen) {
 }
 
 Tensor& Tensor::random_(int64_t from, int64_t to, Generator* gen) {
-  OpScope scope("random_", {this});
+  OpScope scope(OpId::random_, {this});
   check_defined("random_", *this, "self");
   TS_CHECK(from < to, ValueError, "random_: expects 'from' to be less than 'to', but got from=", from, " >= to=", to);
   const auto [lo, hi] = exact_int_range(dtype());
@@ -121,7 +121,7 @@ Tensor& Tensor::random_(int64_t from, int64_t to, Generator* gen) {
 
 // ---- factories -----------------------------------------------------------------------------------
 Tensor rand(const Shape& sizes, TensorOptions opts, Generator* gen) {
-  OpScope scope("rand", {});
+  OpScope scope(OpId::rand, {});
   const DType dtype = opts.dtype_or(kFloat32);
   check_floating("rand", dtype);
   Tensor out = make_empty(sizes, dtype, opts.device);
@@ -130,7 +130,7 @@ Tensor rand(const Shape& sizes, TensorOptions opts, Generator* gen) {
 }
 
 Tensor randn(const Shape& sizes, TensorOptions opts, Generator* gen) {
-  OpScope scope("randn", {});
+  OpScope scope(OpId::randn, {});
   const DType dtype = opts.dtype_or(kFloat32);
   check_floating("randn", dtype);
   Tensor out = make_empty(sizes, dtype, opts.device);
@@ -139,7 +139,7 @@ Tensor randn(const Shape& sizes, TensorOptions opts, Generator* gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& sizes, TensorOptions opts, Generator* gen) {
-  OpScope scope("randint", {});
+  OpScope scope(OpId::randint, {});
   TS_CHECK(low < high, ValueError, "randint: expects 'low' to be less than 'high', but got low=", low,
            " >= high=", high);
   Tensor out = make_empty(sizes, opts.dtype_or(kInt64), opts.device);
@@ -152,7 +152,7 @@ Tensor randint(int64_t high, const Shape& sizes, TensorOptions opts, Generator* 
 }
 
 Tensor bernoulli(const Tensor& probs, Generator* gen) {
-  OpScope scope("bernoulli", {&probs});
+  OpScope scope(OpId::bernoulli, {&probs});
   check_defined("bernoulli", probs, "p");
   check_floating("bernoulli", probs.dtype());
   Tensor out = make_empty(probs.sizes(), probs.dtype(), probs.device());
@@ -162,7 +162,7 @@ Tensor bernoulli(const Tensor& probs, Generator* gen) {
 }
 
 Tensor randperm(int64_t n, TensorOptions opts, Generator* gen) {
-  OpScope scope("randperm", {});
+  OpScope scope(OpId::randperm, {});
   TS_CHECK(n >= 0, ValueError, "randperm: n must be non-negative, got ", n);
   const DType dtype = opts.dtype_or(kInt64);
   TS_CHECK(dtype != kBool, DTypeError, "randperm: not implemented for dtype bool");
@@ -175,7 +175,7 @@ Tensor randperm(int64_t n, TensorOptions opts, Generator* gen) {
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
-  OpScope scope("multinomial", {&probs});
+  OpScope scope(OpId::multinomial, {&probs});
   check_defined("multinomial", probs, "input");
   TS_CHECK(probs.dim() == 1 || probs.dim() == 2, ShapeError, "multinomial: prob_dist must be 1 or 2 dim, got ",
            probs.dim(), " dims (sizes ", probs.sizes(), ")");

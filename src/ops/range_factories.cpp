@@ -27,7 +27,7 @@ Tensor finish(Tensor host, Device device) {
 Tensor arange(const Scalar& end, TensorOptions opts) { return arange(0, end, 1, opts); }
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions opts) {
-  OpScope scope("arange", {});
+  OpScope scope(OpId::arange, {});
   const bool any_float = start.is_floating_point() || end.is_floating_point() || step.is_floating_point();
   DType dtype = opts.dtype_or(any_float ? kFloat32 : kInt64);
   double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -51,7 +51,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
-  OpScope scope("linspace", {});
+  OpScope scope(OpId::linspace, {});
   TS_CHECK(steps >= 0, ValueError, "linspace: number of steps must be non-negative, got ", steps);
   DType dtype = opts.dtype_or(kFloat32);
   Tensor host = make_empty({steps}, dtype, kCPU);
@@ -73,7 +73,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, TensorOptions opts) {
-  OpScope scope("eye", {});
+  OpScope scope(OpId::eye, {});
   int64_t m = m_opt.value_or(n);
   TS_CHECK(n >= 0 && m >= 0, ValueError, "eye: n and m must be non-negative, got ", n, " and ", m);
   Tensor t = zeros({n, m}, TensorOptions(opts.dtype_or(kFloat32), opts.device));

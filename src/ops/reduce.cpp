@@ -160,34 +160,34 @@ Tensor any_all(const char* op, const Tensor& x, const Dims& dims, bool keepdim, 
 // engine casts the gradient back) and attrs.ints = dims, attrs.flag = keepdim.
 Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
   if (autocast_pending() && !dtype) [[unlikely]]
-    if (AutocastArgs c("sum", {&x}); c) return sum(c[0], dims, keepdim, dtype);
-  OpScope scope("sum", {&x});
+    if (AutocastArgs c(OpId::sum, {&x}); c) return sum(c[0], dims, keepdim, dtype);
+  OpScope scope(OpId::sum, {&x});
   const bool rec = should_record({&x});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = sum_or_prod("sum", x, dims, keepdim, dtype, /*is_sum=*/true);
   }
-  if (rec) record_op("sum", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  if (rec) record_op(OpId::sum, {x}, {out}, reduction_attrs(dims.dims, keepdim));
   return out;
 }
 
 Tensor prod(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
   if (autocast_pending() && !dtype) [[unlikely]]
-    if (AutocastArgs c("prod", {&x}); c) return prod(c[0], dims, keepdim, dtype);
-  OpScope scope("prod", {&x});
+    if (AutocastArgs c(OpId::prod, {&x}); c) return prod(c[0], dims, keepdim, dtype);
+  OpScope scope(OpId::prod, {&x});
   const bool rec = should_record({&x});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = sum_or_prod("prod", x, dims, keepdim, dtype, /*is_sum=*/false);
   }
-  if (rec) record_op("prod", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  if (rec) record_op(OpId::prod, {x}, {out}, reduction_attrs(dims.dims, keepdim));
   return out;
 }
 
 Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
-  OpScope scope("mean", {&x});
+  OpScope scope(OpId::mean, {&x});
   check_defined("mean", x, "input");
   if (dtype) {
     TS_CHECK(is_floating_point(*dtype), DTypeError,
@@ -207,14 +207,14 @@ Tensor mean(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype
     ReducePlan plan = plan_reduction("mean", xc, dims.dims, keepdim);
     out = run_reduce(plan, {ReduceOp::Mean}, rd);
   }
-  if (rec) record_op("mean", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  if (rec) record_op(OpId::mean, {x}, {out}, reduction_attrs(dims.dims, keepdim));
   return out;
 }
 
 namespace {
 
 // amax/amin, and max/min over every dim (recorded as "max"/"min": their gradient also goes to NaNs).
-Tensor recorded_extremum(const char* op, const char* record_as, const Tensor& x, const std::vector<int64_t>& dims,
+Tensor recorded_extremum(const char* op, OpId record_as, const Tensor& x, const std::vector<int64_t>& dims,
                          bool keepdim, bool is_max) {
   const bool rec = should_record({&x});
   Tensor out;
@@ -228,7 +228,7 @@ Tensor recorded_extremum(const char* op, const char* record_as, const Tensor& x,
 
 // max/min over one dim: the gradient goes to the returned index, which the derivative takes from
 // attrs.tensors (a copy, so that a caller writing into the returned indices cannot change it).
-std::tuple<Tensor, Tensor> recorded_max_min_dim(const char* op, const char* record_as, const Tensor& x, int64_t dim,
+std::tuple<Tensor, Tensor> recorded_max_min_dim(const char* op, OpId record_as, const Tensor& x, int64_t dim,
                                                 bool keepdim, bool is_max) {
   const bool rec = should_record({&x});
   Tensor values, indices;
@@ -247,53 +247,53 @@ std::tuple<Tensor, Tensor> recorded_max_min_dim(const char* op, const char* reco
 }  // namespace
 
 Tensor amax(const Tensor& x, Dims dims, bool keepdim) {
-  OpScope scope("amax", {&x});
-  return recorded_extremum("amax", "amax", x, dims.dims, keepdim, true);
+  OpScope scope(OpId::amax, {&x});
+  return recorded_extremum("amax", OpId::amax, x, dims.dims, keepdim, true);
 }
 
 Tensor amin(const Tensor& x, Dims dims, bool keepdim) {
-  OpScope scope("amin", {&x});
-  return recorded_extremum("amin", "amin", x, dims.dims, keepdim, false);
+  OpScope scope(OpId::amin, {&x});
+  return recorded_extremum("amin", OpId::amin, x, dims.dims, keepdim, false);
 }
 
 Tensor max(const Tensor& x) {
-  OpScope scope("max", {&x});
-  return recorded_extremum("max", "max", x, {}, false, true);
+  OpScope scope(OpId::max, {&x});
+  return recorded_extremum("max", OpId::max, x, {}, false, true);
 }
 
 Tensor min(const Tensor& x) {
-  OpScope scope("min", {&x});
-  return recorded_extremum("min", "min", x, {}, false, false);
+  OpScope scope(OpId::min, {&x});
+  return recorded_extremum("min", OpId::min, x, {}, false, false);
 }
 
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  OpScope scope("max", {&x});
-  return recorded_max_min_dim("max", "max_dim", x, dim, keepdim, true);
+  OpScope scope(OpId::max, {&x});
+  return recorded_max_min_dim("max", OpId::max_dim, x, dim, keepdim, true);
 }
 
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  OpScope scope("min", {&x});
-  return recorded_max_min_dim("min", "min_dim", x, dim, keepdim, false);
+  OpScope scope(OpId::min, {&x});
+  return recorded_max_min_dim("min", OpId::min_dim, x, dim, keepdim, false);
 }
 
 // argmax/argmin and any/all have no gradient and do not record.
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  OpScope scope("argmax", {&x});
+  OpScope scope(OpId::argmax, {&x});
   return arg_max_min("argmax", x, dim, keepdim, true);
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  OpScope scope("argmin", {&x});
+  OpScope scope(OpId::argmin, {&x});
   return arg_max_min("argmin", x, dim, keepdim, false);
 }
 
 Tensor any(const Tensor& x, Dims dims, bool keepdim) {
-  OpScope scope("any", {&x});
+  OpScope scope(OpId::any, {&x});
   return any_all("any", x, dims, keepdim, true);
 }
 
 Tensor all(const Tensor& x, Dims dims, bool keepdim) {
-  OpScope scope("all", {&x});
+  OpScope scope(OpId::all, {&x});
   return any_all("all", x, dims, keepdim, false);
 }
 

@@ -74,31 +74,31 @@ Tensor scan_impl(const char* op, const Tensor& x, int64_t dim, std::optional<DTy
 // Each op records itself with attrs.ints = dims (empty: every dim) and attrs.flag = keepdim; var, std
 // and var_mean add scalars = {correction}, norm scalars = {p}, the scans ints = {dim}.
 Tensor var(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
-  OpScope scope("var", {&x});
+  OpScope scope(OpId::var, {&x});
   const bool rec = should_record({&x});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = std::get<0>(var_impl("var", x, dims, correction, keepdim, false, false));
   }
-  if (rec) record_op("var", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  if (rec) record_op(OpId::var, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
   return out;
 }
 
 Tensor std(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
-  OpScope scope("std", {&x});
+  OpScope scope(OpId::std, {&x});
   const bool rec = should_record({&x});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = std::get<0>(var_impl("std", x, dims, correction, keepdim, true, false));
   }
-  if (rec) record_op("std", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  if (rec) record_op(OpId::std, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
   return out;
 }
 
 std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
-  OpScope scope("var_mean", {&x});
+  OpScope scope(OpId::var_mean, {&x});
   const bool rec = should_record({&x});
   Tensor v, m;
   {
@@ -106,7 +106,7 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims, d
     std::tie(v, m) = var_impl("var_mean", x, dims, correction, keepdim, false, true);
   }
   if (rec)
-    record_op("var_mean", {x}, {v, m}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+    record_op(OpId::var_mean, {x}, {v, m}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
   return {v, m};
 }
 
@@ -119,7 +119,7 @@ Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims,
     NoRecordScope no_record(rec);
     out = norm_impl(x, p, dims, keepdim);
   }
-  if (rec) record_op("norm", {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {p}));
+  if (rec) record_op(OpId::norm, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {p}));
   return out;
 }
 
@@ -127,15 +127,15 @@ Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims,
 
 Tensor norm(const Tensor& x, double p, std::optional<Dims> dims, bool keepdim) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("norm", {&x}); c) return norm(c[0], p, dims, keepdim);
-  OpScope scope("norm", {&x});
+    if (AutocastArgs c(OpId::norm, {&x}); c) return norm(c[0], p, dims, keepdim);
+  OpScope scope(OpId::norm, {&x});
   return recorded_norm(x, p, dims, keepdim);
 }
 
 Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, bool keepdim) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("norm", {&x}); c) return norm(c[0], p, dims, keepdim);
-  OpScope scope("norm", {&x});
+    if (AutocastArgs c(OpId::norm, {&x}); c) return norm(c[0], p, dims, keepdim);
+  OpScope scope(OpId::norm, {&x});
   TS_CHECK(p != "nuc", NotImplementedError, "norm: the nuclear norm (p='nuc') is not supported");
   TS_CHECK(p == "fro", ValueError, "norm: unknown order p='", p, "' (expected 'fro' or a number)");
   return recorded_norm(x, 2, dims, keepdim);
@@ -143,8 +143,8 @@ Tensor norm(const Tensor& x, const std::string& p, std::optional<Dims> dims, boo
 
 Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("logsumexp", {&x}); c) return logsumexp(c[0], dims, keepdim);
-  OpScope scope("logsumexp", {&x});
+    if (AutocastArgs c(OpId::logsumexp, {&x}); c) return logsumexp(c[0], dims, keepdim);
+  OpScope scope(OpId::logsumexp, {&x});
   check_defined("logsumexp", x, "input");
   const bool rec = should_record({&x});
   Tensor out;
@@ -157,20 +157,21 @@ Tensor logsumexp(const Tensor& x, Dims dims, bool keepdim) {
     logsumexp_kernel(x.device(), out, rows_view(plan));
     out = out.view(plan.out_sizes);
   }
-  if (rec) record_op("logsumexp", {x}, {out}, reduction_attrs(dims.dims, keepdim));
+  if (rec) record_op(OpId::logsumexp, {x}, {out}, reduction_attrs(dims.dims, keepdim));
   return out;
 }
 
 namespace {
 
-Tensor recorded_scan(const char* op, const Tensor& x, int64_t dim, std::optional<DType> dtype, ScanOp sop) {
+Tensor recorded_scan(OpId id, const Tensor& x, int64_t dim, std::optional<DType> dtype, ScanOp sop) {
+  const char* op = op_name(id);
   const bool rec = should_record({&x});
   Tensor out;
   {
     NoRecordScope no_record(rec);
     out = scan_impl(op, x, dim, dtype, sop);
   }
-  if (rec) record_op(op, {x}, {out}, reduction_attrs({dim}, false));
+  if (rec) record_op(id, {x}, {out}, reduction_attrs({dim}, false));
   return out;
 }
 
@@ -178,16 +179,16 @@ Tensor recorded_scan(const char* op, const Tensor& x, int64_t dim, std::optional
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   if (autocast_pending() && !dtype) [[unlikely]]
-    if (AutocastArgs c("cumsum", {&x}); c) return cumsum(c[0], dim, dtype);
-  OpScope scope("cumsum", {&x});
-  return recorded_scan("cumsum", x, dim, dtype, ScanOp::Sum);
+    if (AutocastArgs c(OpId::cumsum, {&x}); c) return cumsum(c[0], dim, dtype);
+  OpScope scope(OpId::cumsum, {&x});
+  return recorded_scan(OpId::cumsum, x, dim, dtype, ScanOp::Sum);
 }
 
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   if (autocast_pending() && !dtype) [[unlikely]]
-    if (AutocastArgs c("cumprod", {&x}); c) return cumprod(c[0], dim, dtype);
-  OpScope scope("cumprod", {&x});
-  return recorded_scan("cumprod", x, dim, dtype, ScanOp::Prod);
+    if (AutocastArgs c(OpId::cumprod, {&x}); c) return cumprod(c[0], dim, dtype);
+  OpScope scope(OpId::cumprod, {&x});
+  return recorded_scan(OpId::cumprod, x, dim, dtype, ScanOp::Prod);
 }
 
 }  // namespace tessera

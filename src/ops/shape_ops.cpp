@@ -42,8 +42,8 @@ Tensor map_tensor(const std::vector<int64_t>& m, Device device) {
 }
 
 // Records `op` from `inputs` to `out` when an input requires grad; returns `out`.
-Tensor recorded(const char* op, const std::vector<Tensor>& inputs, Tensor out, OpAttrs attrs) {
-  if (should_record(inputs)) record_op(op, inputs, {out}, std::move(attrs));
+Tensor recorded(OpId id, const std::vector<Tensor>& inputs, Tensor out, OpAttrs attrs) {
+  if (should_record(inputs)) record_op(id, inputs, {out}, std::move(attrs));
   return out;
 }
 
@@ -111,20 +111,20 @@ Tensor cat_fwd(const std::vector<Tensor>& tensors, int64_t dim, OpAttrs* attrs) 
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("cat", tensors); c) return cat(c.tensors(), dim);
-  OpScope scope("cat", tensors);
+    if (AutocastArgs c(OpId::cat, tensors); c) return cat(c.tensors(), dim);
+  OpScope scope(OpId::cat, tensors);
   if (!should_record(tensors)) return cat_fwd(tensors, dim, nullptr);
   OpAttrs attrs;
   Tensor out = cat_fwd(tensors, dim, &attrs);
   // Only legacy-empty inputs: nothing to differentiate (and no dim was fixed).
   if (attrs.ints.empty()) return out;
-  return recorded("cat", tensors, out, std::move(attrs));
+  return recorded(OpId::cat, tensors, out, std::move(attrs));
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c("stack", tensors); c) return stack(c.tensors(), dim);
-  OpScope scope("stack", tensors);
+    if (AutocastArgs c(OpId::stack, tensors); c) return stack(c.tensors(), dim);
+  OpScope scope(OpId::stack, tensors);
   TS_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     TS_CHECK(tensors[i].defined(), ValueError, "stack: tensor at position ", i, " is undefined");
@@ -141,12 +141,12 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     for (const Tensor& t : tensors) parts.push_back(t.unsqueeze(d));
     out = cat(parts, d);
   }
-  return recorded("stack", tensors, out, make_attrs({d}));
+  return recorded(OpId::stack, tensors, out, make_attrs({d}));
 }
 
 // ---- repeat / repeat_interleave -----------------------------------------------------------------
 Tensor repeat(const Tensor& x, const Shape& repeats) {
-  OpScope scope("repeat", {&x});
+  OpScope scope(OpId::repeat, {&x});
   check_defined("repeat", x, "self");
   const int64_t n = static_cast<int64_t>(repeats.size());
   TS_CHECK(n >= x.dim(), ShapeError, "repeat: number of dimensions of repeat dims (", n,
@@ -169,11 +169,11 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
     NoRecordScope no_record;
     out.view(inter_expanded).copy_(x.reshape(inter).expand(inter_expanded));
   }
-  return recorded("repeat", {x}, out, make_attrs(repeats));
+  return recorded(OpId::repeat, {x}, out, make_attrs(repeats));
 }
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
-  OpScope scope("repeat_interleave", {&x});
+  OpScope scope(OpId::repeat_interleave, {&x});
   check_defined("repeat_interleave", x, "self");
   TS_CHECK(repeats >= 0, ValueError, "repeat_interleave: repeats can not be negative, got ", repeats);
   TS_CHECK(!dim || x.dim() > 0, IndexError, "repeat_interleave: dimension specified as ", dim.value_or(0),
@@ -195,11 +195,11 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
     out.view(inter).copy_(in.unsqueeze(d + 1).expand(inter));
   }
   // attrs.ints = [d or -1 (flattened), repeats].
-  return recorded("repeat_interleave", {x}, out, make_attrs({dim ? d : -1, repeats}));
+  return recorded(OpId::repeat_interleave, {x}, out, make_attrs({dim ? d : -1, repeats}));
 }
 
 Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
-  OpScope scope("repeat_interleave", {&x, &repeats});
+  OpScope scope(OpId::repeat_interleave, {&x, &repeats});
   check_defined("repeat_interleave", x, "self");
   check_defined("repeat_interleave", repeats, "repeats");
   check_same_device("repeat_interleave", {&x, &repeats});
@@ -236,12 +236,12 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   if (!should_record({&x})) return out;
   // The derivative sums the gradient back through the map: attrs.ints = [d or -1 (flattened)],
   // attrs.tensors = [the source position along d of every output position].
-  return recorded("repeat_interleave_map", {x}, out, make_attrs({dim ? d : -1}, {map_tensor(maps[d], x.device())}));
+  return recorded(OpId::repeat_interleave_map, {x}, out, make_attrs({dim ? d : -1}, {map_tensor(maps[d], x.device())}));
 }
 
 // ---- flip / roll ---------------------------------------------------------------------------------
 Tensor flip(const Tensor& x, const Shape& dims) {
-  OpScope scope("flip", {&x});
+  OpScope scope(OpId::flip, {&x});
   check_defined("flip", x, "self");
   std::vector<std::vector<int64_t>> maps(x.dim());
   std::vector<bool> seen(std::max<int64_t>(x.dim(), 1), false);
@@ -266,11 +266,11 @@ Tensor flip(const Tensor& x, const Shape& dims) {
       out.copy_(dense);
     }
   }
-  return recorded("flip", {x}, out, make_attrs(dims));
+  return recorded(OpId::flip, {x}, out, make_attrs(dims));
 }
 
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
-  OpScope scope("roll", {&x});
+  OpScope scope(OpId::roll, {&x});
   check_defined("roll", x, "self");
   TS_CHECK(!shifts.empty(), ShapeError, "roll: `shifts` required");
   if (dims.empty()) {
@@ -297,7 +297,7 @@ Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
   Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) index_map_kernel(out.device(), out, x, maps);
   // attrs.ints = the net shift of every dim (0 for dims not rolled): rolling back undoes it.
-  return recorded("roll", {x}, out, make_attrs(total));
+  return recorded(OpId::roll, {x}, out, make_attrs(total));
 }
 
 // ---- pad -------------------------------------------------------------------------------------------
@@ -326,7 +326,7 @@ std::vector<int64_t> pad_map(const std::string& mode, int64_t size, int64_t left
 }  // namespace
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& mode, double value) {
-  OpScope scope("pad", {&x});
+  OpScope scope(OpId::pad, {&x});
   check_defined("pad", x, "input");
   TS_CHECK(mode == "constant" || mode == "reflect" || mode == "replicate" || mode == "circular", ValueError,
            "pad: unrecognised padding mode '", mode, "' (expected 'constant', 'reflect', 'replicate' or 'circular')");
@@ -365,7 +365,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
     }
     // Its derivative is the constant pad of the gradient by the negated pads (a crop where x was
     // padded, zeros where it was cropped): attrs.ints = pad.
-    return recorded("constant_pad", {x}, out, make_attrs(pad));
+    return recorded(OpId::constant_pad, {x}, out, make_attrs(pad));
   }
 
   // reflect / replicate / circular: PyTorch's {reflection,replication}_pad{1,2,3}d and circular pad
@@ -401,22 +401,23 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
     attrs.ints.push_back(d);
     attrs.tensors.push_back(map_tensor(maps[d], x.device()));
   }
-  return recorded("pad_map", {x}, out, std::move(attrs));
+  return recorded(OpId::pad_map, {x}, out, std::move(attrs));
 }
 
 // ---- tril / triu ---------------------------------------------------------------------------------
 namespace {
-Tensor tril_triu(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
-  OpScope scope(op, {&x});
+Tensor tril_triu(OpId id, const Tensor& x, int64_t diagonal, bool upper) {
+  const char* op = op_name(id);
+  OpScope scope(id, {&x});
   check_defined(op, x, "self");
   TS_CHECK(x.dim() >= 2, ShapeError, op, ": input tensor must have at least 2 dimensions, but got shape ", x.sizes());
   Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
   if (out.numel() > 0) tril_triu_kernel(out.device(), out, x, diagonal, upper);
-  return recorded(op, {x}, out, make_attrs({diagonal}));
+  return recorded(id, {x}, out, make_attrs({diagonal}));
 }
 }  // namespace
 
-Tensor tril(const Tensor& x, int64_t diagonal) { return tril_triu("tril", x, diagonal, false); }
-Tensor triu(const Tensor& x, int64_t diagonal) { return tril_triu("triu", x, diagonal, true); }
+Tensor tril(const Tensor& x, int64_t diagonal) { return tril_triu(OpId::tril, x, diagonal, false); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return tril_triu(OpId::triu, x, diagonal, true); }
 
 }  // namespace tessera

@@ -31,15 +31,15 @@ namespace {
 Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
 // Records a values-and-indices op: the derivative scatters the values' gradient to the indices.
-void record_selection(const char* op, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t d) {
-  if (should_record({&x})) record_op(op, {x}, {values}, make_attrs({d}, {indices}));
+void record_selection(OpId id, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t d) {
+  if (should_record({&x})) record_op(id, {x}, {values}, make_attrs({d}, {indices}));
 }
 
 }  // namespace
 
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
   (void)stable;  // Note [Sort order]: always stable
-  OpScope scope("sort", {&x});
+  OpScope scope(OpId::sort, {&x});
   check_defined("sort", x, "self");
   const int64_t d = wrap_dim(dim, x.dim(), "sort");
   Tensor values = make_empty(x.sizes(), x.dtype(), x.device());
@@ -48,7 +48,7 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, b
     NoRecordScope no_record;
     sort_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), d, descending);
   }
-  record_selection("sort", x, values, indices, d);
+  record_selection(OpId::sort, x, values, indices, d);
   return {values, indices};
 }
 
@@ -59,7 +59,7 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
 
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   (void)sorted;  // the result is always sorted, one of the orders PyTorch allows for sorted=false
-  OpScope scope("topk", {&x});
+  OpScope scope(OpId::topk, {&x});
   check_defined("topk", x, "self");
   TS_CHECK(x.dtype() != kBool, DTypeError, "topk: not implemented for dtype bool");
   const int64_t d = wrap_dim(dim, x.dim(), "topk");
@@ -76,14 +76,14 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
     NoRecordScope no_record;
     topk_kernel(x.device(), as_1d(values), as_1d(indices), as_1d(x), k, d, largest);
   }
-  record_selection("topk", x, values, indices, d);
+  record_selection(OpId::topk, x, values, indices, d);
   return {values, indices};
 }
 
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
                                           std::optional<int64_t> dim) {
   (void)sorted;  // Note [Sort order]: always sorted
-  OpScope scope("unique", {&x});
+  OpScope scope(OpId::unique, {&x});
   check_defined("unique", x, "self");
   TS_CHECK(!x.is_meta(), NotImplementedError,
            "unique: the output size depends on the input's values, which meta tensors do not have");

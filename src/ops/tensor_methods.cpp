@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/autograd_hook.h"
+#include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tensor/tensor_impl.h"
 #include "tensor/type_promotion.h"
@@ -88,17 +89,18 @@ bool in_place_kernel_ok(const Tensor& self, const Scalar& other) {
          result_type(self, other) == self.dtype();
 }
 
-// Runs `kernel` (an out= call writing self, which bumps self's version) and records `record_as` on
-// (inputs) -> self.
+// Runs in-place op `op` (relu_, add_, sub_, mul_) as `kernel` (an out= call writing self, which bumps
+// self's version) inside the op's own scope, and records `op` on (inputs) -> self; its derivative is
+// the out-of-place op's.
 template <class Kernel>
-Tensor& run_in_place(const char* op, const char* record_as, Tensor& self, const std::vector<Tensor>& inputs,
-                     OpAttrs attrs, Kernel&& kernel) {
-  check_inplace(op, self);
+Tensor& run_in_place(OpId op, Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs, Kernel&& kernel) {
+  OpScope scope(op, inputs);
+  check_inplace(op_name(op), self);
   {
     NoGradGuard no_record;  // the out= forms refuse recording; this op records itself below
     kernel();
   }
-  record_inplace(record_as, self, inputs, std::move(attrs));
+  record_inplace(op, self, inputs, std::move(attrs));
   return self;
 }
 
@@ -126,7 +128,7 @@ Tensor& add_or_sub_(bool sub, Tensor& self, const O& o, const Scalar& alpha) {
     if (direct) other = number_operand(self, o);
   }
   if (!direct) return assign_inplace(op, self, sub ? tessera::sub(self, o, alpha) : tessera::add(self, o, alpha));
-  return run_in_place(op, sub ? "sub" : "add", self, {self, other}, alpha_attrs(alpha), [&] {
+  return run_in_place(sub ? OpId::sub_ : OpId::add_, self, {self, other}, alpha_attrs(alpha), [&] {
     if (sub) tessera::sub_out(self, other, self, alpha);
     else tessera::add_out(self, other, self, alpha);
   });
@@ -166,7 +168,7 @@ Tensor& Tensor::sigmoid_() { return assign_inplace("sigmoid_", *this, tessera::s
 Tensor Tensor::relu() const { return tessera::relu(*this); }
 Tensor& Tensor::relu_() {
   if (!in_place_kernel_ok(*this)) return assign_inplace("relu_", *this, tessera::relu(*this));
-  return run_in_place("relu_", "relu", *this, {*this}, {}, [&] { tessera::relu_out(*this, *this); });
+  return run_in_place(OpId::relu_, *this, {*this}, {}, [&] { tessera::relu_out(*this, *this); });
 }
 Tensor Tensor::silu() const { return tessera::silu(*this); }
 Tensor& Tensor::silu_() { return assign_inplace("silu_", *this, tessera::silu(source_of(*this))); }
@@ -214,13 +216,13 @@ Tensor Tensor::mul(const Scalar& o) const { return tessera::mul(*this, o); }
 Tensor& Tensor::mul_(const Tensor& o) {
   if (should_record({this, &o}) || !in_place_kernel_ok(*this, &o))
     return assign_inplace("mul_", *this, tessera::mul(source_of(*this, {&o}), o));
-  return run_in_place("mul_", "mul", *this, {*this, o}, {}, [&] { tessera::mul_out(*this, o, *this); });
+  return run_in_place(OpId::mul_, *this, {*this, o}, {}, [&] { tessera::mul_out(*this, o, *this); });
 }
 Tensor& Tensor::mul_(const Scalar& o) {
   if (should_record({this}) || !in_place_kernel_ok(*this, o))
     return assign_inplace("mul_", *this, tessera::mul(source_of(*this), o));
   const Tensor n = number_operand(*this, o);
-  return run_in_place("mul_", "mul", *this, {*this, n}, {}, [&] { tessera::mul_out(*this, n, *this); });
+  return run_in_place(OpId::mul_, *this, {*this, n}, {}, [&] { tessera::mul_out(*this, n, *this); });
 }
 Tensor Tensor::pow(const Tensor& o) const { return tessera::pow(*this, o); }
 Tensor Tensor::pow(const Scalar& o) const { return tessera::pow(*this, o); }

@@ -28,7 +28,7 @@ Shape broadcast3(const char* name, const Shape& a, const Shape& b, const Shape& 
   return broadcast_shapes(broadcast_shapes(a, b, name), c, name);
 }
 
-Tensor run_ternary(const char* name, TernaryOp op, DType dtype, const Shape& shape, const Tensor& a, const Tensor& b,
+Tensor run_ternary(TernaryOp op, DType dtype, const Shape& shape, const Tensor& a, const Tensor& b,
                    const Tensor& c, const TernaryParams& p) {
   Tensor out = make_empty_like_inputs(shape, dtype, a.device(), {&a, &b, &c});  // Note [Output layout]
   ternary_kernel(a.device(), out, a, b, c, op, p);
@@ -38,8 +38,8 @@ Tensor run_ternary(const char* name, TernaryOp op, DType dtype, const Shape& sha
 Tensor scalar_as(const Scalar& s, DType d, const Tensor& like) { return scalar_tensor(s, TensorOptions(d, like.device())); }
 
 // Records `op` when an input requires grad; `inputs` may hold undefined tensors (absent operands).
-void record_if_needed(const char* op, const std::vector<Tensor>& inputs, const Tensor& out) {
-  if (should_record(inputs)) record_op(op, inputs, {out});
+void record_if_needed(OpId id, const std::vector<Tensor>& inputs, const Tensor& out) {
+  if (should_record(inputs)) record_op(id, inputs, {out});
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ Tensor on_op_device(const Tensor& t, std::initializer_list<const Tensor*> ops) {
 
 // ---- where ----------------------------------------------------------------------------------------
 static Tensor where_impl(const Tensor& cond0, const Tensor* a0, const Scalar* as, const Tensor* b0, const Scalar* bs) {
-  OpScope scope("where", {&cond0, a0 ? a0 : &cond0, b0 ? b0 : &cond0});
+  OpScope scope(OpId::where, {&cond0, a0 ? a0 : &cond0, b0 ? b0 : &cond0});
   check_defined("where", cond0, "condition");
   const Tensor cond = on_op_device(cond0, {a0, b0});
   const Tensor a_dev = a0 ? on_op_device(*a0, {&cond0, b0}) : Tensor();
@@ -82,11 +82,11 @@ static Tensor where_impl(const Tensor& cond0, const Tensor* a0, const Scalar* as
     tb = b ? cast_to(*b, d) : scalar_as(*bs, d, cond);
     tc = cast_to(cond, kBool);
   }
-  Tensor out = run_ternary("where", TernaryOp::Where, d, shape, tc, ta, tb, {});
+  Tensor out = run_ternary(TernaryOp::Where, d, shape, tc, ta, tb, {});
   if (should_record({a0, b0})) {
     OpAttrs attrs;
     attrs.tensors = {tc};
-    record_op("where", {a0 ? *a0 : ta, b0 ? *b0 : tb}, {out}, std::move(attrs));
+    record_op(OpId::where, {a0 ? *a0 : ta, b0 ? *b0 : tb}, {out}, std::move(attrs));
   }
   return out;
 }
@@ -97,7 +97,7 @@ Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) { return where_i
 
 // ---- clamp ----------------------------------------------------------------------------------------
 Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  OpScope scope("clamp", {&x});
+  OpScope scope(OpId::clamp, {&x});
   check_defined("clamp", x, "input");
   TS_CHECK(lo || hi, ValueError, "clamp: at least one of 'min' or 'max' must not be None");
   ResultType rt;
@@ -115,13 +115,13 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi
     xc = cast_to(x, d);
   }
   Tensor tl = lo ? scalar_as(*lo, d, x) : xc, th = hi ? scalar_as(*hi, d, x) : xc;
-  Tensor out = run_ternary("clamp", TernaryOp::Clamp, d, x.sizes(), xc, tl, th, p);
-  record_if_needed("clamp", {x, lo ? tl : Tensor(), hi ? th : Tensor()}, out);
+  Tensor out = run_ternary(TernaryOp::Clamp, d, x.sizes(), xc, tl, th, p);
+  record_if_needed(OpId::clamp, {x, lo ? tl : Tensor(), hi ? th : Tensor()}, out);
   return out;
 }
 
 Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
-  OpScope scope("clamp", {&x, lo ? &*lo : &x, hi ? &*hi : &x});
+  OpScope scope(OpId::clamp, {&x, lo ? &*lo : &x, hi ? &*hi : &x});
   check_defined("clamp", x, "input");
   TS_CHECK(lo || hi, ValueError, "clamp: at least one of 'min' or 'max' must not be None");
   check_same_device("clamp", {&x, lo ? &*lo : nullptr, hi ? &*hi : nullptr});
@@ -142,8 +142,8 @@ Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::option
     tl = lo ? cast_to(*lo, d) : xc;
     th = hi ? cast_to(*hi, d) : xc;
   }
-  Tensor out = run_ternary("clamp", TernaryOp::Clamp, d, shape, xc, tl, th, p);
-  record_if_needed("clamp", {x, lo ? *lo : Tensor(), hi ? *hi : Tensor()}, out);
+  Tensor out = run_ternary(TernaryOp::Clamp, d, shape, xc, tl, th, p);
+  record_if_needed(OpId::clamp, {x, lo ? *lo : Tensor(), hi ? *hi : Tensor()}, out);
   return out;
 }
 
@@ -161,33 +161,34 @@ static void check_lerp(const Tensor& start, const Tensor& end, const Tensor* wei
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
-  OpScope scope("lerp", {&start, &end});
+  OpScope scope(OpId::lerp, {&start, &end});
   check_lerp(start, end, nullptr);
   TernaryParams p;
   p.value = weight;
   p.value_weight = true;
   const Shape shape = broadcast_shapes(start.sizes(), end.sizes(), "lerp");
-  Tensor out = run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, start, p);
+  Tensor out = run_ternary(TernaryOp::Lerp, start.dtype(), shape, start, end, start, p);
   if (should_record({&start, &end}))
-    record_op("lerp", {start, end, scalar_as(weight, start.dtype(), start)}, {out});
+    record_op(OpId::lerp, {start, end, scalar_as(weight, start.dtype(), start)}, {out});
   return out;
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
-  OpScope scope("lerp", {&start, &end, &weight});
+  OpScope scope(OpId::lerp, {&start, &end, &weight});
   check_lerp(start, end, &weight);
   const Shape shape = broadcast3("lerp", start.sizes(), end.sizes(), weight.sizes());
-  Tensor out = run_ternary("lerp", TernaryOp::Lerp, start.dtype(), shape, start, end, weight, {});
-  record_if_needed("lerp", {start, end, weight}, out);
+  Tensor out = run_ternary(TernaryOp::Lerp, start.dtype(), shape, start, end, weight, {});
+  record_if_needed(OpId::lerp, {start, end, weight}, out);
   return out;
 }
 
 // ---- addcmul / addcdiv ------------------------------------------------------------------------------
-static Tensor addc_impl(const char* name, TernaryOp op, const Tensor& self, const Tensor& t1, const Tensor& t2,
+static Tensor addc_impl(OpId id, TernaryOp op, const Tensor& self, const Tensor& t1, const Tensor& t2,
                         const Scalar& value) {
+  const char* name = op_name(id);
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c(name, {&self, &t1, &t2}); c) return addc_impl(name, op, c[0], c[1], c[2], value);
-  OpScope scope(name, {&self, &t1, &t2});
+    if (AutocastArgs c(id, {&self, &t1, &t2}); c) return addc_impl(id, op, c[0], c[1], c[2], value);
+  OpScope scope(id, {&self, &t1, &t2});
   check_defined(name, self, "input");
   check_defined(name, t1, "tensor1");
   check_defined(name, t2, "tensor2");
@@ -209,25 +210,25 @@ static Tensor addc_impl(const char* name, TernaryOp op, const Tensor& self, cons
     b = cast_to(t1, d);
     c = cast_to(t2, d);
   }
-  Tensor out = run_ternary(name, op, d, shape, a, b, c, p);
+  Tensor out = run_ternary(op, d, shape, a, b, c, p);
   if (should_record({&self, &t1, &t2})) {
     OpAttrs attrs;
     attrs.scalars = {value};
-    record_op(name, {self, t1, t2}, {out}, std::move(attrs));
+    record_op(id, {self, t1, t2}, {out}, std::move(attrs));
   }
   return out;
 }
 
 Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return addc_impl("addcmul", TernaryOp::Addcmul, self, t1, t2, value);
+  return addc_impl(OpId::addcmul, TernaryOp::Addcmul, self, t1, t2, value);
 }
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, const Scalar& value) {
-  return addc_impl("addcdiv", TernaryOp::Addcdiv, self, t1, t2, value);
+  return addc_impl(OpId::addcdiv, TernaryOp::Addcdiv, self, t1, t2, value);
 }
 
 // ---- allclose / equal -------------------------------------------------------------------------------
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
-  OpScope scope("allclose", {&a, &b});
+  OpScope scope(OpId::allclose, {&a, &b});
   check_defined("allclose", a, "input");
   check_defined("allclose", b, "other");
   check_same_device("allclose", {&a, &b});
@@ -242,7 +243,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
-  OpScope scope("equal", {&a, &b});
+  OpScope scope(OpId::equal, {&a, &b});
   check_defined("equal", a, "input");
   check_defined("equal", b, "other");
   check_same_device("equal", {&a, &b});
@@ -256,10 +257,11 @@ bool equal(const Tensor& a, const Tensor& b) {
 }
 
 // ---- softmax ----------------------------------------------------------------------------------------
-static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::optional<DType> dtype, bool log) {
+static Tensor softmax_impl(OpId id, const Tensor& x, int64_t dim, std::optional<DType> dtype, bool log) {
+  const char* name = op_name(id);
   if (autocast_pending() && !dtype) [[unlikely]]
-    if (AutocastArgs c(name, {&x}); c) return softmax_impl(name, c[0], dim, dtype, log);
-  OpScope scope(name, {&x});
+    if (AutocastArgs c(id, {&x}); c) return softmax_impl(id, c[0], dim, dtype, log);
+  OpScope scope(id, {&x});
   check_defined(name, x, "input");
   const DType d = dtype.value_or(x.dtype());
   if (!is_floating_point(d)) throw_unsupported_dtype(name, d);
@@ -281,16 +283,16 @@ static Tensor softmax_impl(const char* name, const Tensor& x, int64_t dim, std::
   if (should_record({&x})) {
     OpAttrs attrs;
     attrs.ints = {wd};
-    record_op(name, {x}, {out}, std::move(attrs));
+    record_op(id, {x}, {out}, std::move(attrs));
   }
   return out;
 }
 
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  return softmax_impl("softmax", x, dim, dtype, false);
+  return softmax_impl(OpId::softmax, x, dim, dtype, false);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
-  return softmax_impl("log_softmax", x, dim, dtype, true);
+  return softmax_impl(OpId::log_softmax, x, dim, dtype, true);
 }
 
 }  // namespace tessera

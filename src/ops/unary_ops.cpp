@@ -36,7 +36,7 @@ Kind kind_of(UnaryOp op) {
     case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Floor: case UnaryOp::Ceil:
     case UnaryOp::Round: case UnaryOp::Trunc:
       return Kind::NoBool;
-    case UnaryOp::Gelu: case UnaryOp::GeluTanh: case UnaryOp::Silu: case UnaryOp::Softplus:
+    case UnaryOp::Gelu: case UnaryOp::GeluTanh: case UnaryOp::Silu: case UnaryOp::Softplus: case UnaryOp::HardSwish:
       return Kind::FloatOnly;
     case UnaryOp::Sign: case UnaryOp::NanToNum:
       return Kind::Any;
@@ -82,11 +82,12 @@ OpAttrs unary_attrs(UnaryOp op, const UnaryParams& p) {
   return a;
 }
 
-Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, const UnaryParams& p = {}) {
+Tensor unary_impl(OpId id, UnaryOp op, const Tensor& x, Tensor* out, const UnaryParams& p = {}) {
+  const char* name = op_name(id);
   // Note [Autocast stage]: the policy table decides by name (exp, log, rsqrt, ...; never an _out form).
   if (autocast_pending() && out == nullptr) [[unlikely]]
-    if (AutocastArgs c(name, {&x}); c) return unary_impl(name, op, c[0], out, p);
-  OpScope scope(name, {&x});
+    if (AutocastArgs c(id, {&x}); c) return unary_impl(id, op, c[0], out, p);
+  OpScope scope(id, {&x});
   check_defined(name, x, "input");
   if (out && !is_predicate(op)) {
     TS_CHECK(!should_record({&x, out}), ValueError, name, ": functions with out=... arguments don't support "
@@ -110,16 +111,16 @@ Tensor unary_impl(const char* name, UnaryOp op, const Tensor& x, Tensor* out, co
     else write_out(*out, target);
     return *out;
   }
-  if (!is_predicate(op) && should_record({&x})) record_op(name, {x}, {target}, unary_attrs(op, p));
+  if (!is_predicate(op) && should_record({&x})) record_op(id, {x}, {target}, unary_attrs(op, p));
   return target;
 }
 
 }  // namespace
 
 #define TS_DEFINE_UNARY(name, OP)                                                              \
-  Tensor name(const Tensor& x) { return unary_impl(#name, UnaryOp::OP, x, nullptr); }          \
+  Tensor name(const Tensor& x) { return unary_impl(OpId::name, UnaryOp::OP, x, nullptr); }          \
   Tensor& name##_out(const Tensor& x, Tensor& out) {                                           \
-    unary_impl(#name "_out", UnaryOp::OP, x, &out);                                            \
+    unary_impl(OpId::name##_out, UnaryOp::OP, x, &out);                                            \
     return out;                                                                                \
   }
 TS_DEFINE_UNARY(neg, Neg) TS_DEFINE_UNARY(abs, Abs) TS_DEFINE_UNARY(exp, Exp) TS_DEFINE_UNARY(exp2, Exp2)
@@ -135,19 +136,21 @@ TS_DEFINE_UNARY(bitwise_not, BitwiseNot)
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   TS_CHECK(approximate == "none" || approximate == "tanh", ValueError,
            "gelu: approximate must be 'none' or 'tanh', got '", approximate, "'");
-  return unary_impl("gelu", approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu, x, nullptr);
+  return unary_impl(OpId::gelu, approximate == "tanh" ? UnaryOp::GeluTanh : UnaryOp::Gelu, x, nullptr);
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   UnaryParams p;
   p.beta = beta;
   p.threshold = threshold;
-  return unary_impl("softplus", UnaryOp::Softplus, x, nullptr, p);
+  return unary_impl(OpId::softplus, UnaryOp::Softplus, x, nullptr, p);
 }
 
-Tensor isnan(const Tensor& x) { return unary_impl("isnan", UnaryOp::IsNan, x, nullptr); }
-Tensor isinf(const Tensor& x) { return unary_impl("isinf", UnaryOp::IsInf, x, nullptr); }
-Tensor isfinite(const Tensor& x) { return unary_impl("isfinite", UnaryOp::IsFinite, x, nullptr); }
+Tensor hardswish(const Tensor& x) { return unary_impl(OpId::hardswish, UnaryOp::HardSwish, x, nullptr); }
+
+Tensor isnan(const Tensor& x) { return unary_impl(OpId::isnan, UnaryOp::IsNan, x, nullptr); }
+Tensor isinf(const Tensor& x) { return unary_impl(OpId::isinf, UnaryOp::IsInf, x, nullptr); }
+Tensor isfinite(const Tensor& x) { return unary_impl(OpId::isfinite, UnaryOp::IsFinite, x, nullptr); }
 
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
@@ -162,7 +165,7 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
   }
   p.posinf = posinf.value_or(hi);
   p.neginf = neginf.value_or(-hi);
-  return unary_impl("nan_to_num", UnaryOp::NanToNum, x, nullptr, p);
+  return unary_impl(OpId::nan_to_num, UnaryOp::NanToNum, x, nullptr, p);
 }
 
 }  // namespace tessera

@@ -72,7 +72,11 @@ std::optional<Shape> view_strides(const Shape& oldshape, const Shape& oldstride,
 }
 
 // Records a view op whose derivative needs only the input's shape and the attrs.
-Tensor recorded(const char* op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
+// Note [View scopes]: a view opens its OpScope here, once its output exists, so that the profiler and
+// the tracer see views like other ops; the checks before it raise without a scope, as meta functions
+// do elsewhere.
+Tensor recorded(OpId op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
+  OpScope scope(op, {&self});
   if (should_record({&self})) record_op(op, {self}, {out}, std::move(attrs));
   return out;
 }
@@ -83,7 +87,8 @@ Tensor recorded(const char* op, const Tensor& self, Tensor out, OpAttrs attrs = 
 // `redo` applies the same view to such a tensor (a meta probe), which yields that geometry whatever
 // the input's own strides are.
 template <class Redo>
-Tensor recorded_strided(const char* op, const Tensor& self, Tensor out, Redo&& redo) {
+Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, Redo&& redo) {
+  OpScope scope(op, {&self});  // the probe's view runs nested in it, as implementation
   if (!should_record({&self})) return out;
   Tensor probe = make_empty(self.sizes(), self.dtype(), kMeta);
   Tensor g = redo(probe);
@@ -103,8 +108,9 @@ Tensor recorded_strided(const char* op, const Tensor& self, Tensor out, Redo&& r
 // copies and two full adds become one copy -- or none, where the pieces' gradients already lie side
 // by side in one buffer (split_back, Note [Packed attention gradients]). attrs.ints = [dim, length of
 // each piece] (no lengths for unbind).
-std::vector<Tensor> recorded_pieces(const char* op, const Tensor& self, std::vector<Tensor> pieces, int64_t d,
+std::vector<Tensor> recorded_pieces(OpId op, const Tensor& self, std::vector<Tensor> pieces, int64_t d,
                                     const std::vector<int64_t>& lengths) {
+  OpScope scope(op, {&self});
   if (!should_record({&self})) return pieces;
   OpAttrs attrs;
   attrs.ints.push_back(d);
@@ -122,7 +128,7 @@ Tensor Tensor::view(const Shape& sizes) const {
   TS_CHECK(st.has_value(), ShapeError, "view: size ", shape, " is not compatible with input tensor's size ",
            this->sizes(), " and stride ", strides(),
            " (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
-  return recorded("view", *this, make_view(*this, shape, *st, storage_offset()));
+  return recorded(OpId::view, *this, make_view(*this, shape, *st, storage_offset()));
 }
 
 Tensor Tensor::view(DType d) const {
@@ -136,7 +142,7 @@ Tensor Tensor::view(DType d) const {
 Tensor Tensor::reshape(const Shape& sizes) const {
   check_defined("reshape", *this, "self");
   Shape shape = infer_size("reshape", sizes, numel());
-  if (auto st = view_strides(this->sizes(), strides(), shape)) return recorded("view", *this, make_view(*this, shape, *st, storage_offset()));
+  if (auto st = view_strides(this->sizes(), strides(), shape)) return recorded(OpId::view, *this, make_view(*this, shape, *st, storage_offset()));
   return contiguous().view(shape);
 }
 
@@ -153,7 +159,7 @@ Tensor Tensor::permute(const Shape& dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return recorded("permute", *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = dims});
+  return recorded(OpId::permute, *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = dims});
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -161,13 +167,13 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   if (n == 0) {
     wrap_dim(dim0, n, "transpose");
     wrap_dim(dim1, n, "transpose");
-    return recorded("view", *this, make_view(*this, sizes(), strides(), storage_offset()));
+    return recorded(OpId::view, *this, make_view(*this, sizes(), strides(), storage_offset()));
   }
   int64_t a = wrap_dim(dim0, n, "transpose"), b = wrap_dim(dim1, n, "transpose");
   Shape sz = sizes(), st = strides();
   std::swap(sz[a], sz[b]);
   std::swap(st[a], st[b]);
-  return recorded("transpose", *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = {a, b}});
+  return recorded(OpId::transpose, *this, make_view(*this, sz, st, storage_offset()), OpAttrs{.ints = {a, b}});
 }
 
 Tensor Tensor::t() const {
@@ -198,7 +204,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
     sz[i] = want;
     st[i] = (have == 1 && want != 1) ? 0 : strides()[j];
   }
-  return recorded("expand", *this, make_view(*this, sz, st, storage_offset()));
+  return recorded(OpId::expand, *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::squeeze() const {
@@ -208,16 +214,16 @@ Tensor Tensor::squeeze() const {
       sz.push_back(sizes()[i]);
       st.push_back(strides()[i]);
     }
-  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
+  return recorded(OpId::view, *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   int64_t w = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[w] != 1) return recorded("view", *this, make_view(*this, sizes(), strides(), storage_offset()));
+  if (dim() == 0 || sizes()[w] != 1) return recorded(OpId::view, *this, make_view(*this, sizes(), strides(), storage_offset()));
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
+  return recorded(OpId::view, *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -226,7 +232,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = w < dim() ? sz[w] * st[w] : 1;
   sz.insert(sz.begin() + w, 1);
   st.insert(st.begin() + w, stride);
-  return recorded("view", *this, make_view(*this, sz, st, storage_offset()));
+  return recorded(OpId::view, *this, make_view(*this, sz, st, storage_offset()));
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -254,7 +260,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   Shape sz = sizes(), st = strides();
   sz[w] = (e - s + step - 1) / step;
   st[w] = strides()[w] * step;
-  return recorded_strided("slice", *this, make_view(*this, sz, st, storage_offset() + s * strides()[w]),
+  return recorded_strided(OpId::slice, *this, make_view(*this, sz, st, storage_offset() + s * strides()[w]),
                           [&](const Tensor& p) { return p.slice(w, s, e, step); });
 }
 
@@ -268,7 +274,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape sz = sizes(), st = strides();
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
-  return recorded_strided("select", *this, make_view(*this, sz, st, storage_offset() + index * strides()[w]),
+  return recorded_strided(OpId::select, *this, make_view(*this, sz, st, storage_offset() + index * strides()[w]),
                           [&](const Tensor& p) { return p.select(w, index); });
 }
 
@@ -281,7 +287,7 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optiona
   if (should_record({this}))
     TS_CHECK(is_contiguous(), NotImplementedError, "as_strided: the gradient through as_strided of a non-contiguous "
              "tensor is not supported; call .contiguous() first");
-  return recorded_strided("as_strided", *this, make_view(*this, sizes, strides, off), [&](const Tensor& p) {
+  return recorded_strided(OpId::as_strided, *this, make_view(*this, sizes, strides, off), [&](const Tensor& p) {
     return p.as_strided(sizes, strides, off - storage_offset());
   });
 }
@@ -331,7 +337,7 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
     }
   sz.push_back(len);
   st.push_back(strides()[a] + strides()[b]);
-  return recorded_strided("diagonal", *this, make_view(*this, sz, st, off),
+  return recorded_strided(OpId::diagonal, *this, make_view(*this, sz, st, off),
                           [&](const Tensor& p) { return p.diagonal(offset, dim1, dim2); });
 }
 
@@ -351,7 +357,7 @@ std::vector<Tensor> Tensor::unbind(int64_t d) const {
     NoRecordScope guard;  // one node for all the pieces, recorded below
     for (int64_t i = 0; i < sizes()[w]; ++i) out.push_back(select(w, i));
   }
-  return recorded_pieces("unbind", *this, std::move(out), w, {});
+  return recorded_pieces(OpId::unbind, *this, std::move(out), w, {});
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
@@ -385,7 +391,7 @@ std::vector<Tensor> Tensor::split(const std::vector<int64_t>& split_sizes, int64
       start += s;
     }
   }
-  return recorded_pieces("split", *this, std::move(out), w, split_sizes);
+  return recorded_pieces(OpId::split, *this, std::move(out), w, split_sizes);
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
@@ -424,7 +430,7 @@ std::vector<Tensor> broadcast_tensors(const std::vector<Tensor>& tensors) {
 
 Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& sizes, const Shape& strides,
                           int64_t offset) {
-  OpScope scope("as_strided_scatter", {&base, &src});
+  OpScope scope(OpId::as_strided_scatter, {&base, &src});
   check_same_device("as_strided_scatter", {&base, &src});
   Tensor out = make_empty(base.sizes(), base.dtype(), base.device());
   {
@@ -442,7 +448,7 @@ Tensor as_strided_scatter(const Tensor& base, const Tensor& src, const Shape& si
     attrs.ints.insert(attrs.ints.end(), sizes.begin(), sizes.end());
     attrs.ints.insert(attrs.ints.end(), strides.begin(), strides.end());
     attrs.ints.push_back(offset);
-    record_op("as_strided_scatter", {base, src}, {out}, std::move(attrs));
+    record_op(OpId::as_strided_scatter, {base, src}, {out}, std::move(attrs));
   }
   return out;
 }

@@ -6,7 +6,7 @@
 // _single_tensor_adam(w) with tessera ops. The step count is kept per parameter, as PyTorch's.
 #include <cmath>
 
-#include "ops/optim_kernel.h"
+#include "ops/optim_ops.h"
 #include "optim/optim_common.h"
 #include "tessera/functions.h"
 #include "tessera/optim/optimizers.h"
@@ -84,7 +84,7 @@ void adam_step_group(const std::string& name, const std::vector<Tensor>& group_p
     }
     if (o.amsgrad && !st.buffers.count(kMaxExpAvgSq)) st.buffers[kMaxExpAvgSq] = zeros_like(e.param);
     st.step += 1;
-    if (!(o.fused && detail::can_fuse(adam_kernel, e.param))) {
+    if (!(o.fused && fused_adam_supported(e.param))) {
       adam_composite(e.param, e.grad, st, kp);
       continue;
     }
@@ -107,8 +107,7 @@ void adam_step_group(const std::string& name, const std::vector<Tensor>& group_p
       if (o.amsgrad) vmax.push_back(max_exp_avg_sqs[i]);
       s.push_back(steps[i]);
     }
-    adam_kernel(devices[idx[0]], p, g, m, v, vmax, s, kp);
-    for (const TensorList* t : {&p, &m, &v, &vmax}) detail::bump_versions(*t);
+    fused_adam_(p, g, m, v, vmax, s, kp);
   }
 }
 

@@ -29,10 +29,6 @@ Tensor& contiguous_buffer(ParamState& state, const std::string& name) {
   return t;
 }
 
-void bump_versions(const TensorList& tensors) {
-  for (const Tensor& t : tensors) t.impl()->bump_version();
-}
-
 std::vector<std::vector<size_t>> by_device(const std::vector<Device>& devices) {
   std::vector<std::vector<size_t>> out;
   std::vector<Device> keys;

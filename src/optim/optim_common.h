@@ -1,10 +1,10 @@
-// Helpers shared by the optimizers: collecting the parameters that have gradients, deciding whether
-// a parameter can take a fused kernel, batching fused calls per device, and option references.
+// Helpers shared by the optimizers: collecting the parameters that have gradients, batching fused
+// calls per device, and option references.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "ops/kernel_slot.h"
+#include "ops/optim_ops.h"
 #include "tessera/optim/optimizer.h"
 #include "tessera/tensor.h"
 
@@ -23,21 +23,9 @@ struct GradParam {
 };
 std::vector<GradParam> params_with_grad(const std::string& optimizer, const std::vector<Tensor>& params);
 
-// A fused kernel applies: the slot has a kernel for the parameter's device, and the parameter is a
-// contiguous float32 or float64 tensor.
-template <class Fn>
-bool can_fuse(const KernelSlot<Fn>& slot, const Tensor& p) {
-  return slot.has(p.device().type()) && p.is_contiguous() &&
-         (p.dtype() == DType::Float32 || p.dtype() == DType::Float64);
-}
-
 // The state buffer `name`, made contiguous in place (a buffer made by the composite path from a
 // strided gradient may not be), for a fused kernel.
 Tensor& contiguous_buffer(ParamState& state, const std::string& name);
-
-// Marks tensors a fused kernel writes as modified in place (their version counter), as PyTorch's
-// in-place ops do: a graph that saved a parameter then refuses to run backward with the new values.
-void bump_versions(const TensorList& tensors);
 
 // Indices of `devices` grouped by device, in first-seen order: one fused call per device.
 std::vector<std::vector<size_t>> by_device(const std::vector<Device>& devices);

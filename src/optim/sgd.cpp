@@ -1,12 +1,12 @@
 // SGD with momentum, dampening, Nesterov momentum, weight decay and maximize, as torch.optim.SGD.
 //
-// Fused path: one sgd_kernel call per device over the group's contiguous float32/float64 parameters.
+// Fused path: one _fused_sgd_ op (ops/optim_ops.h) per device over the group's contiguous float32/float64 parameters.
 // Composite path (other dtypes, strided parameters, devices without the kernel, .fused = false):
 // PyTorch's _single_tensor_sgd written with tessera ops. Both create the momentum buffer on a
 // parameter's first step as a copy of the (decayed) gradient.
 #include <cmath>
 
-#include "ops/optim_kernel.h"
+#include "ops/optim_ops.h"
 #include "optim/optim_common.h"
 #include "tessera/functions.h"
 #include "tessera/optim/optimizers.h"
@@ -73,7 +73,7 @@ void SGD::step_group(size_t group) {
   for (auto& e : detail::params_with_grad(name(), params_[group])) {
     ParamState& st = state_[group][e.index];
     st.initialized = true;
-    if (!(o.fused && detail::can_fuse(sgd_kernel, e.param))) {
+    if (!(o.fused && fused_sgd_supported(e.param))) {
       sgd_composite(e.param, e.grad, st, o);
       continue;
     }
@@ -100,9 +100,7 @@ void SGD::step_group(size_t group) {
         f.push_back(fresh[i]);
       }
     }
-    sgd_kernel(devices[idx[0]], p, g, b, f, kp);
-    detail::bump_versions(p);
-    detail::bump_versions(b);
+    fused_sgd_(p, g, b, f, kp);
   }
 }
 

@@ -218,10 +218,10 @@ TEST(Autocast, CastCacheIdentity) {
   {
     ts::amp::autocast guard("cpu");
     ts::Tensor y = ts::linear(x, w);  // fills the cache
-    ts::AutocastArgs a("mm", {&x, &w});
+    ts::AutocastArgs a(ts::OpId::mm, {&x, &w});
     ASSERT_TRUE(static_cast<bool>(a));
     EXPECT_EQ(a[1].dtype(), ts::kBFloat16);
-    ts::AutocastArgs b("linear", {&x, &w, nullptr});
+    ts::AutocastArgs b(ts::OpId::linear, {&x, &w, nullptr});
     EXPECT_TRUE(b[1].is_same(a[1]));
     EXPECT_EQ(b[1].data_ptr(), a[1].data_ptr());
     EXPECT_FALSE(b[0].is_same(a[0]));  // x is no leaf that requires grad: cast each time
@@ -230,7 +230,7 @@ TEST(Autocast, CastCacheIdentity) {
   }
   {
     ts::amp::autocast guard("cpu");
-    ts::AutocastArgs c("mm", {&x, &w});
+    ts::AutocastArgs c(ts::OpId::mm, {&x, &w});
     EXPECT_FALSE(c[1].is_same(first_cast));
     EXPECT_NE(c[1].data_ptr(), first_cast.data_ptr());
   }

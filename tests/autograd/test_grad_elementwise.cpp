@@ -86,6 +86,7 @@ std::vector<UnaryCase> unary_cases() {
       {"gelu", [](const ts::Tensor& x) { return ts::gelu(x); }, Domain::Any},
       {"gelu_tanh", [](const ts::Tensor& x) { return ts::gelu(x, "tanh"); }, Domain::Any},
       {"silu", [](const ts::Tensor& x) { return ts::silu(x); }, Domain::Any},
+      {"hardswish", [](const ts::Tensor& x) { return ts::hardswish(x); }, Domain::Any},
       {"softplus", [](const ts::Tensor& x) { return ts::softplus(x); }, Domain::Any},
       // beta 2, threshold 1.5: the linear branch is taken for x > 0.75.
       {"softplus_beta", [](const ts::Tensor& x) { return ts::softplus(x, 2.0, 1.5); }, Domain::Any},
@@ -166,6 +167,8 @@ std::vector<BinaryCase> binary_cases() {
       {"remainder", [](const ts::Tensor& a, const ts::Tensor& b) { return ts::remainder(a, b); }, Domain::Any,
        Domain::AwayFromZero},
       {"atan2", [](const ts::Tensor& a, const ts::Tensor& b) { return ts::atan2(a, b); }, Domain::Any, Domain::Any},
+      {"logaddexp", [](const ts::Tensor& a, const ts::Tensor& b) { return ts::logaddexp(a, b); }, Domain::Any,
+       Domain::Any},
       {"lerp_scalar", [](const ts::Tensor& a, const ts::Tensor& b) { return ts::lerp(a, b, 0.3); }, Domain::Any,
        Domain::Any},
       {"where_tensors",
@@ -334,6 +337,24 @@ TEST(GradElementwise, ClampPassesTheGradientAtItsBounds) {
   EXPECT_EQ(g[2].tolist<double>(), (std::vector<double>{0, 0, 0, 0, 1, 1}));
   EXPECT_EQ(grad_of(ts::clamp(x, ts::Scalar(0), ts::Scalar(1)), x), (std::vector<double>{0, 1, 1, 1, 0, 0}));
   EXPECT_EQ(grad_of(ts::clamp(x, ts::Scalar(0)), x), (std::vector<double>{0, 1, 1, 1, 1, 1}));
+}
+
+// hardswish at and around its kinks, as PyTorch 2.11 computes it on the GPU machine (0 at -3, 1 at 3,
+// x / 3 + 1/2 in between; a NaN passes the gradient); logaddexp's gradient splits by softmax weights.
+TEST(GradElementwise, HardswishKinksAndLogaddexpWeights) {
+  ts::Tensor x = f64({-4, -3, -2.5, 0, 2.5, 3, 4, NAN}).requires_grad_();
+  const std::vector<double> g = grad_of(ts::hardswish(x), x);
+  const std::vector<double> want = {0, 0, -2.5 / 3 + 0.5, 0.5, 2.5 / 3 + 0.5, 1, 1, 1};
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(g[i], want[i]) << "at x = " << x.tolist<double>()[i];
+  ts::Tensor a = f64({0.0, 1.0, -1000.0}).requires_grad_(), b = f64({0.0, 0.0, 0.0}).requires_grad_();
+  auto gab = ts::autograd::grad({ts::logaddexp(a, b)}, {a, b}, {ts::ones_like(a)});
+  const double e = 1.0 / (1.0 + std::exp(-1.0));
+  EXPECT_DOUBLE_EQ(gab[0].tolist<double>()[0], 0.5);
+  EXPECT_DOUBLE_EQ(gab[0].tolist<double>()[1], e);
+  EXPECT_DOUBLE_EQ(gab[1].tolist<double>()[1], 1.0 - e);
+  EXPECT_DOUBLE_EQ(gab[0].tolist<double>()[2], 0.0);  // exp(1000) overflows to inf: the weight is 0
+  EXPECT_DOUBLE_EQ(gab[1].tolist<double>()[2], 1.0);
 }
 
 TEST(GradElementwise, PowMasksZeroBaseAndZeroExponent) {

@@ -105,6 +105,7 @@ void unary(Builder& b) {
       {"floor", "torch.floor(x[0])", -5, 5, &floor}, {"ceil", "torch.ceil(x[0])", -5, 5, &ceil},
       {"round", "torch.round(x[0])", -5, 5, &round}, {"trunc", "torch.trunc(x[0])", -5, 5, &trunc},
       {"sign", "torch.sign(x[0])", -3, 3, &sign}, {"reciprocal", "torch.reciprocal(x[0])", 0.1, 5, &reciprocal},
+      {"hardswish", "F.hardswish(x[0])", -5, 5, &hardswish},
   };
   for (const U& u : ops) {
     for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
@@ -142,6 +143,7 @@ void binary(Builder& b) {
       {"fmod", "torch.fmod(x[0], x[1])", &fmod, -5, 5},
       {"remainder", "torch.remainder(x[0], x[1])", &remainder, -5, 5},
       {"atan2", "torch.atan2(x[0], x[1])", &atan2, -3, 3},
+      {"logaddexp", "torch.logaddexp(x[0], x[1])", &logaddexp, -30, 30},
       {"eq", "torch.eq(x[0], x[1])", &eq, -2, 2}, {"ne", "torch.ne(x[0], x[1])", &ne, -2, 2},
       {"lt", "torch.lt(x[0], x[1])", &lt, -2, 2}, {"le", "torch.le(x[0], x[1])", &le, -2, 2},
       {"gt", "torch.gt(x[0], x[1])", &gt, -2, 2}, {"ge", "torch.ge(x[0], x[1])", &ge, -2, 2},
@@ -162,6 +164,15 @@ void binary(Builder& b) {
     b.add(o.op, "broadcast", {mk({4, 1, 3}, 23, kFloat32), mk({5, 3}, 24, kFloat32)}, o.expr, fn);
     b.add(o.op, "strided", {stepped(mk({3, 7}, 25, kFloat32)), mk({7, 3}, 26, kFloat32).t()}, o.expr, fn);
   }
+  // logaddexp at equal and unequal infinities, a NaN, and a gap wide enough that exp(-gap) underflows.
+  b.add("logaddexp", "special",
+        {tensor({INFINITY, -INFINITY, -INFINITY, INFINITY, 1.0, NAN, 100.0, -1e30}, kFloat32),
+         tensor({INFINITY, -INFINITY, 1.0, -INFINITY, -INFINITY, 0.0, -100.0, -1e30}, kFloat32)},
+        "torch.logaddexp(x[0], x[1])", [](const V& x) { return V{logaddexp(x[0], x[1])}; });
+  // Near its kinks, not on them: the gradient at exactly -3 and 3 changed between PyTorch 1.13 (Debian's,
+  // the CPU oracle) and 2.x (tests/autograd/test_grad_elementwise.cpp pins 2.x's).
+  b.add("hardswish", "ends", {tensor({-4.0, -3.01, -2.99, 0.0, 2.99, 3.01, 4.0, NAN}, kFloat32)}, "F.hardswish(x[0])",
+        [](const V& x) { return V{hardswish(x[0])}; });
   for (const char* op : {"add", "sub"}) {
     bool is_add = op[0] == 'a';
     auto fn = [is_add](const V& x) { return V{is_add ? add(x[0], x[1], 2) : sub(x[0], x[1], 2)}; };

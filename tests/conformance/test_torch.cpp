@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "conformance/cases.h"
+#include "ops/table/op_table.h"
 
 namespace ts = tessera;
 using tessera::conformance::Case;
@@ -399,6 +400,36 @@ void register_test(const char* suite, const std::string& name, const char* op, F
 
 }  // namespace
 
+// The walk over the op table (src/ops/table/op_table.def): every op has a conformance case, except the
+// ones listed here with the reason. A new op without a case fails, and so does a listed op that has
+// gained one (the list must shrink with the holes).
+const std::map<std::string, std::string>& ops_without_cases() {
+  static const std::map<std::string, std::string> m = {
+#include "conformance/ops_without_cases.inc"
+  };
+  return m;
+}
+
+void coverage(const std::vector<Case>& cases) {
+  std::set<std::string> covered;
+  for (const Case& c : cases) covered.insert(c.op);
+  std::vector<std::string> missing, stale;
+  for (int i = 0; i < ts::kNumOps; ++i) {
+    const std::string name = ts::op_name(static_cast<ts::OpId>(i));
+    const bool listed = ops_without_cases().count(name) > 0;
+    if (!covered.count(name) && !listed) missing.push_back(name);
+    if (covered.count(name) && listed) stale.push_back(name);
+  }
+  for (const auto& [name, why] : ops_without_cases())
+    if (!ts::op_from_name(name)) stale.push_back(name + " (no such op)");
+  std::ostringstream m, s;
+  for (const std::string& n : missing) m << " " << n;
+  for (const std::string& n : stale) s << " " << n;
+  EXPECT_TRUE(missing.empty()) << missing.size() << " op(s) of the table without a conformance case:" << m.str();
+  EXPECT_TRUE(stale.empty()) << "listed as without a case, but covered (or unknown):" << s.str();
+  std::cout << covered.size() << " ops with cases; " << ops_without_cases().size() << " listed without one\n";
+}
+
 int main(int argc, char** argv) {
   static std::vector<Case> cases = tessera::conformance::all_cases();
   if (argc == 3 && std::strcmp(argv[1], "--write-inputs") == 0) return write_inputs(argv[2], cases);
@@ -410,5 +441,6 @@ int main(int argc, char** argv) {
   for (const Case& c : cases)
     if (is_grad_case(c)) register_test("ConformanceCudaGrad", c.name, c.op.c_str(), [cp = &c] { run_grad_case(*cp, kGpu); });
   register_test("ConformanceCudaSummary", "cases_run_on_cuda", nullptr, [] { cuda_summary(cases); });
+  register_test("ConformanceCoverage", "every_op_of_the_table", nullptr, [] { coverage(cases); });
   return RUN_ALL_TESTS();
 }

@@ -350,7 +350,7 @@ TEST(Profiler, MemoryTimelineSvgIsWellFormed) {
 }
 
 TEST(Profiler, OffRecordsNothingAndLeavesNoObserver) {
-  EXPECT_EQ(ts::detail::g_num_op_observers.load(), 0);
+  EXPECT_EQ(ts::detail::g_num_op_stages.load(), 0);
   EXPECT_FALSE(prof::detail::recording_on());
   {
     prof::record_function r("not recorded");
@@ -359,10 +359,10 @@ TEST(Profiler, OffRecordsNothingAndLeavesNoObserver) {
   }
   prof::profile p;
   EXPECT_TRUE(prof::detail::recording_on());
-  EXPECT_EQ(ts::detail::g_num_op_observers.load(), 1);
+  EXPECT_EQ(ts::detail::g_num_op_stages.load(), 1);
   p.stop();
   EXPECT_TRUE(p.events().empty());
-  EXPECT_EQ(ts::detail::g_num_op_observers.load(), 0);
+  EXPECT_EQ(ts::detail::g_num_op_stages.load(), 0);
   EXPECT_FALSE(prof::detail::recording_on());
   // After the stop: still nothing.
   ts::Tensor a = ts::randn({4});
@@ -449,17 +449,17 @@ TEST(Profiler, CudaActivityWithoutAGpuKeepsRecordingTheCpu) {
 TEST(Profiler, EmitNvtxSwitchesTheObserverOnly) {
   {
     prof::emit_nvtx nvtx;
-    EXPECT_EQ(ts::detail::g_num_op_observers.load(), 1);
+    EXPECT_EQ(ts::detail::g_num_op_stages.load(), 1);
     ts::Tensor a = ts::randn({4});
     ts::Tensor b = ts::add(a, a);  // NVTX ranges (no-ops without a tool attached); nothing recorded
     prof::profile p;
     ts::Tensor c = ts::add(a, a);
     p.stop();
     EXPECT_EQ(named(p.events(), "add").size(), 1u);
-    EXPECT_EQ(ts::detail::g_num_op_observers.load(), 1);
+    EXPECT_EQ(ts::detail::g_num_op_stages.load(), 1);
   }
-  EXPECT_EQ(ts::detail::g_num_op_observers.load(), 0);
-  { prof::emit_nvtx off(false); EXPECT_EQ(ts::detail::g_num_op_observers.load(), 0); }
+  EXPECT_EQ(ts::detail::g_num_op_stages.load(), 0);
+  { prof::emit_nvtx off(false); EXPECT_EQ(ts::detail::g_num_op_stages.load(), 0); }
 }
 
 TEST(Profiler, ExportErrors) {

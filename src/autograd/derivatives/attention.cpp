@@ -57,7 +57,7 @@ V flash_attention_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_attention_derivatives() {
-  register_derivative("flash_attention_forward", {flash_attention_back, /*save_inputs=*/true, /*save_outputs=*/true});
+  register_derivative(OpId::flash_attention_forward, {flash_attention_back, /*save_inputs=*/true, /*save_outputs=*/true});
 }
 
 }  // namespace tessera::autograd

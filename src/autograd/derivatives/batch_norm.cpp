@@ -64,6 +64,6 @@ V batch_norm_back(const BackwardContext& c, const V& g) {
 
 }  // namespace
 
-void register_batch_norm_derivatives() { register_derivative("native_batch_norm", {batch_norm_back, true}); }
+void register_batch_norm_derivatives() { register_derivative(OpId::native_batch_norm, {batch_norm_back, true}); }
 
 }  // namespace tessera::autograd

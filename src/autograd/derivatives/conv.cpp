@@ -8,9 +8,8 @@
 // pinned by the image size (output_padding for conv_transpose2d, a narrowed result for conv2d).
 // Pooling ops are linear in their input once the max indices are fixed; each backward op's derivative
 // is its forward op (gather at the indices for max pooling).
-// attrs.ints: conv2d [sh, sw, ph, pw, dh, dw, groups]; conv_transpose2d [sh, sw, ph, pw, oph, opw, dh,
-// dw, groups]; conv2d_backward_weight [sh, sw, ph, pw, dh, dw, groups, kh, kw]; avg_pool2d(_backward)
-// [kh, kw, sh, sw, ph, pw, ceil_mode, count_include_pad]. All recorded tensors are 4-D.
+// Attributes (Note [Typed attributes]): the convolutions record ConvAttrs, the pooling ops PoolAttrs
+// (max pooling's indices in attrs.tensors). All recorded tensors are 4-D.
 #include "autograd/derivatives/derivatives.h"
 #include "ops/conv_ops.h"
 
@@ -19,15 +18,17 @@ namespace {
 
 using V = std::vector<Tensor>;
 
+IntPair pair(HW v) { return {v.h, v.w}; }
+
+// A call's ConvAttrs as the public API's arguments.
 struct ConvParams {
   IntPair stride{1}, padding{0}, dilation{1};
   int64_t groups = 1;
 };
 
-ConvParams conv_params(const OpAttrs& a, bool transposed) {
-  const auto& i = a.ints;
-  if (transposed) return {{i.at(0), i.at(1)}, {i.at(2), i.at(3)}, {i.at(6), i.at(7)}, i.at(8)};
-  return {{i.at(0), i.at(1)}, {i.at(2), i.at(3)}, {i.at(4), i.at(5)}, i.at(6)};
+ConvParams conv_params(const OpAttrs& attrs) {
+  const ConvAttrs& a = attrs.as<ConvAttrs>();
+  return {pair(a.stride), pair(a.padding), pair(a.dilation), a.groups};
 }
 
 // conv2d's input gradient for an image of (h, w): conv_transpose2d with the output_padding that
@@ -58,7 +59,7 @@ Tensor conv2d_cut(const Tensor& x, const Tensor& weight, int64_t h, int64_t w, c
 Tensor bias_grad(const Tensor& grad) { return sum(grad, {0, 2, 3}); }
 
 V conv2d_back(const BackwardContext& c, const V& g) {
-  const ConvParams p = conv_params(c.attrs, false);
+  const ConvParams p = conv_params(c.attrs);
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   V out(3);
@@ -70,7 +71,7 @@ V conv2d_back(const BackwardContext& c, const V& g) {
 }
 
 V conv_transpose2d_back(const BackwardContext& c, const V& g) {
-  const ConvParams p = conv_params(c.attrs, true);
+  const ConvParams p = conv_params(c.attrs);
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   V out(3);
@@ -83,7 +84,7 @@ V conv_transpose2d_back(const BackwardContext& c, const V& g) {
 
 // inputs: grad_output (N, C_out, OH, OW), x (N, C_in, H, W); output: the weight gradient.
 V conv2d_backward_weight_back(const BackwardContext& c, const V& g) {
-  const ConvParams p = conv_params(c.attrs, false);
+  const ConvParams p = conv_params(c.attrs);
   const Tensor& go = c.inputs[0];
   const Tensor& x = c.inputs[1];
   V out(2);
@@ -93,9 +94,9 @@ V conv2d_backward_weight_back(const BackwardContext& c, const V& g) {
 }
 
 V max_pool2d_back(const BackwardContext& c, const V& g) {
-  const auto& i = c.attrs.ints;
-  return {max_pool2d_backward(g[0], c.attrs.tensors.at(0), c.input_meta[0].sizes, {i.at(0), i.at(1)},
-                              {i.at(2), i.at(3)}, {i.at(4), i.at(5)}, {i.at(6), i.at(7)}, i.at(8) != 0)};
+  const PoolAttrs& a = c.attrs.as<PoolAttrs>();
+  return {max_pool2d_backward(g[0], c.attrs.tensors.at(0), c.input_meta[0].sizes, pair(a.kernel), pair(a.stride),
+                              pair(a.padding), pair(a.dilation), a.ceil_mode)};
 }
 
 // The gradient of max_pool2d_backward picks the incoming gradient at the argmax positions.
@@ -106,24 +107,15 @@ V max_pool2d_backward_back(const BackwardContext& c, const V& g) {
   return {gather(planes, 2, idx.reshape({gs[0], gs[1], -1})).reshape(gs)};
 }
 
-struct AvgParams {
-  IntPair kernel{1}, stride{1}, padding{0};
-  bool ceil_mode = false, count_include_pad = true;
-};
-AvgParams avg_params(const OpAttrs& a) {
-  const auto& i = a.ints;
-  return {{i.at(0), i.at(1)}, {i.at(2), i.at(3)}, {i.at(4), i.at(5)}, i.at(6) != 0, i.at(7) != 0};
-}
-
 V avg_pool2d_back(const BackwardContext& c, const V& g) {
-  const AvgParams a = avg_params(c.attrs);
-  return {avg_pool2d_backward(g[0], c.input_meta[0].sizes, a.kernel, a.stride, a.padding, a.ceil_mode,
-                              a.count_include_pad)};
+  const PoolAttrs& a = c.attrs.as<PoolAttrs>();
+  return {avg_pool2d_backward(g[0], c.input_meta[0].sizes, pair(a.kernel), pair(a.stride), pair(a.padding),
+                              a.ceil_mode, a.count_include_pad)};
 }
 
 V avg_pool2d_backward_back(const BackwardContext& c, const V& g) {
-  const AvgParams a = avg_params(c.attrs);
-  return {avg_pool2d(g[0], a.kernel, a.stride, a.padding, a.ceil_mode, a.count_include_pad)};
+  const PoolAttrs& a = c.attrs.as<PoolAttrs>();
+  return {avg_pool2d(g[0], pair(a.kernel), pair(a.stride), pair(a.padding), a.ceil_mode, a.count_include_pad)};
 }
 
 V adaptive_avg_pool2d_back(const BackwardContext& c, const V& g) {
@@ -138,15 +130,15 @@ V adaptive_avg_pool2d_backward_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_conv_derivatives() {
-  register_derivative("conv2d", {conv2d_back, true});
-  register_derivative("conv_transpose2d", {conv_transpose2d_back, true});
-  register_derivative("conv2d_backward_weight", {conv2d_backward_weight_back, true});
-  register_derivative("max_pool2d_with_indices", {max_pool2d_back});
-  register_derivative("max_pool2d_backward", {max_pool2d_backward_back});
-  register_derivative("avg_pool2d", {avg_pool2d_back});
-  register_derivative("avg_pool2d_backward", {avg_pool2d_backward_back});
-  register_derivative("adaptive_avg_pool2d", {adaptive_avg_pool2d_back});
-  register_derivative("adaptive_avg_pool2d_backward", {adaptive_avg_pool2d_backward_back});
+  register_derivative(OpId::conv2d, {conv2d_back, true});
+  register_derivative(OpId::conv_transpose2d, {conv_transpose2d_back, true});
+  register_derivative(OpId::conv2d_backward_weight, {conv2d_backward_weight_back, true});
+  register_derivative(OpId::max_pool2d_with_indices, {max_pool2d_back});
+  register_derivative(OpId::max_pool2d_backward, {max_pool2d_backward_back});
+  register_derivative(OpId::avg_pool2d, {avg_pool2d_back});
+  register_derivative(OpId::avg_pool2d_backward, {avg_pool2d_backward_back});
+  register_derivative(OpId::adaptive_avg_pool2d, {adaptive_avg_pool2d_back});
+  register_derivative(OpId::adaptive_avg_pool2d_backward, {adaptive_avg_pool2d_backward_back});
 }
 
 }  // namespace tessera::autograd

@@ -69,6 +69,14 @@ V silu_back(C c, const V& g) {
   Tensor s = sigmoid(x);
   return {g[0] * s * (x * rsub_one(s) + 1)};
 }
+// hardswish: 0 up to -3, x / 3 + 1/2 strictly between -3 and 3, 1 from 3 on (a NaN passes the
+// gradient). The ends are PyTorch 2's (2.11 on the GPU machine: 0 at -3 and 1 at 3); PyTorch 1.13's
+// CPU kernel took the middle piece at both ends.
+V hardswish_back(C c, const V& g) {
+  const Tensor& x = c.inputs[0];
+  Tensor mid = g[0] * (x / 3.0 + 0.5);
+  return {where(le(x, -3.0), zeros_like(g[0]), where(lt(x, 3.0), mid, g[0]))};
+}
 V erf_back(C c, const V& g) {
   const Tensor& x = c.inputs[0];
   return {g[0] * exp(neg(x * x)) * kTwoOverSqrtPi};
@@ -169,6 +177,14 @@ V remainder_back(C c, const V& g) {
   if (needs(c, 1)) out[1] = neg(g[0]) * div(c.inputs[0], c.inputs[1], "floor");
   return out;
 }
+// logaddexp: d/da = 1 / (1 + exp(b - a)), d/db = 1 / (1 + exp(a - b)) (PyTorch's formula).
+V logaddexp_back(C c, const V& g) {
+  V out(2);
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  if (needs(c, 0)) out[0] = g[0] / (exp(b - a) + 1.0);
+  if (needs(c, 1)) out[1] = g[0] / (exp(a - b) + 1.0);
+  return out;
+}
 V atan2_back(C c, const V& g) {
   V out(2);
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
@@ -255,49 +271,55 @@ V log_softmax_back(C c, const V& g) {
 
 void register_elementwise_derivatives() {
   const bool in = true, out = true;
-  register_derivative("neg", {neg_back});
-  register_derivative("abs", {abs_back, in});
-  register_derivative("exp", {exp_back, false, out});
-  register_derivative("exp2", {exp2_back, false, out});
-  register_derivative("log", {log_back, in});
-  register_derivative("log2", {log2_back, in});
-  register_derivative("log1p", {log1p_back, in});
-  register_derivative("expm1", {expm1_back, false, out});
-  register_derivative("sqrt", {sqrt_back, false, out});
-  register_derivative("rsqrt", {rsqrt_back, false, out});
-  register_derivative("sin", {sin_back, in});
-  register_derivative("cos", {cos_back, in});
-  register_derivative("tan", {tan_back, false, out});
-  register_derivative("tanh", {tanh_back, false, out});
-  register_derivative("sigmoid", {sigmoid_back, false, out});
-  register_derivative("relu", {relu_back, false, out});
-  register_derivative("threshold_backward", {threshold_backward_back, true, false});
-  register_derivative("gelu", {gelu_back, in});
-  register_derivative("silu", {silu_back, in});
-  register_derivative("softplus", {softplus_back, in});
-  register_derivative("erf", {erf_back, in});
-  for (const char* op : {"floor", "ceil", "round", "trunc", "sign"}) register_derivative(op, {zero_back});
-  register_derivative("reciprocal", {reciprocal_back, false, out});
-  register_derivative("nan_to_num", {nan_to_num_back, in});
+  register_derivative(OpId::neg, {neg_back});
+  register_derivative(OpId::abs, {abs_back, in});
+  register_derivative(OpId::exp, {exp_back, false, out});
+  register_derivative(OpId::exp2, {exp2_back, false, out});
+  register_derivative(OpId::log, {log_back, in});
+  register_derivative(OpId::log2, {log2_back, in});
+  register_derivative(OpId::log1p, {log1p_back, in});
+  register_derivative(OpId::expm1, {expm1_back, false, out});
+  register_derivative(OpId::sqrt, {sqrt_back, false, out});
+  register_derivative(OpId::rsqrt, {rsqrt_back, false, out});
+  register_derivative(OpId::sin, {sin_back, in});
+  register_derivative(OpId::cos, {cos_back, in});
+  register_derivative(OpId::tan, {tan_back, false, out});
+  register_derivative(OpId::tanh, {tanh_back, false, out});
+  register_derivative(OpId::sigmoid, {sigmoid_back, false, out});
+  register_derivative(OpId::relu, {relu_back, false, out});
+  register_derivative(OpId::relu_, {relu_back, false, out});  // Note [In-place kernels]
+  register_derivative(OpId::threshold_backward, {threshold_backward_back, true, false});
+  register_derivative(OpId::gelu, {gelu_back, in});
+  register_derivative(OpId::silu, {silu_back, in});
+  register_derivative(OpId::hardswish, {hardswish_back, in});
+  register_derivative(OpId::softplus, {softplus_back, in});
+  register_derivative(OpId::erf, {erf_back, in});
+  for (OpId op : {OpId::floor, OpId::ceil, OpId::round, OpId::trunc, OpId::sign}) register_derivative(op, {zero_back});
+  register_derivative(OpId::reciprocal, {reciprocal_back, false, out});
+  register_derivative(OpId::nan_to_num, {nan_to_num_back, in});
 
-  register_derivative("add", {add_back});
-  register_derivative("sub", {sub_back});
-  register_derivative("mul", {mul_back, in});
-  register_derivative("div", {div_back, in});
-  register_derivative("pow", {pow_back, in});
-  register_derivative("maximum", {maximum_back, in});
-  register_derivative("minimum", {minimum_back, in});
-  register_derivative("fmod", {fmod_back, in});
-  register_derivative("remainder", {remainder_back, in});
-  register_derivative("atan2", {atan2_back, in});
+  register_derivative(OpId::add, {add_back});
+  register_derivative(OpId::sub, {sub_back});
+  register_derivative(OpId::mul, {mul_back, in});
+  register_derivative(OpId::add_, {add_back});
+  register_derivative(OpId::sub_, {sub_back});
+  register_derivative(OpId::mul_, {mul_back, in});
+  register_derivative(OpId::div, {div_back, in});
+  register_derivative(OpId::pow, {pow_back, in});
+  register_derivative(OpId::maximum, {maximum_back, in});
+  register_derivative(OpId::minimum, {minimum_back, in});
+  register_derivative(OpId::fmod, {fmod_back, in});
+  register_derivative(OpId::remainder, {remainder_back, in});
+  register_derivative(OpId::atan2, {atan2_back, in});
+  register_derivative(OpId::logaddexp, {logaddexp_back, in});
 
-  register_derivative("where", {where_back});
-  register_derivative("clamp", {clamp_back, in});
-  register_derivative("lerp", {lerp_back, in});
-  register_derivative("addcmul", {addcmul_back, in});
-  register_derivative("addcdiv", {addcdiv_back, in});
-  register_derivative("softmax", {softmax_back, false, out});
-  register_derivative("log_softmax", {log_softmax_back, false, out});
+  register_derivative(OpId::where, {where_back});
+  register_derivative(OpId::clamp, {clamp_back, in});
+  register_derivative(OpId::lerp, {lerp_back, in});
+  register_derivative(OpId::addcmul, {addcmul_back, in});
+  register_derivative(OpId::addcdiv, {addcdiv_back, in});
+  register_derivative(OpId::softmax, {softmax_back, false, out});
+  register_derivative(OpId::log_softmax, {log_softmax_back, false, out});
 }
 
 }  // namespace tessera::autograd

@@ -134,9 +134,9 @@ V linear_cross_entropy_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_fused_derivatives() {
-  register_derivative("linear_gelu", {linear_gelu_back, /*save_inputs=*/true});
-  register_derivative("mlp_gelu", {mlp_gelu_back, /*save_inputs=*/true});
-  register_derivative("linear_cross_entropy", {linear_cross_entropy_back, /*save_inputs=*/true});
+  register_derivative(OpId::linear_gelu, {linear_gelu_back, /*save_inputs=*/true});
+  register_derivative(OpId::mlp_gelu, {mlp_gelu_back, /*save_inputs=*/true});
+  register_derivative(OpId::linear_cross_entropy, {linear_cross_entropy_back, /*save_inputs=*/true});
 }
 
 }  // namespace tessera::autograd

@@ -139,16 +139,16 @@ V embedding_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_index_derivatives() {
-  register_derivative("index_select", {index_select_back});
-  register_derivative("gather", {gather_back});
-  register_derivative("scatter", {scatter_back});
-  register_derivative("scatter_add", {scatter_add_back});
-  register_derivative("index_add", {index_add_back});
-  register_derivative("index", {index_back});
-  register_derivative("index_put", {index_put_back});
-  register_derivative("masked_fill", {masked_fill_back});
-  register_derivative("masked_select", {masked_select_back});
-  register_derivative("embedding", {embedding_back});
+  register_derivative(OpId::index_select, {index_select_back});
+  register_derivative(OpId::gather, {gather_back});
+  register_derivative(OpId::scatter, {scatter_back});
+  register_derivative(OpId::scatter_add, {scatter_add_back});
+  register_derivative(OpId::index_add, {index_add_back});
+  register_derivative(OpId::index, {index_back});
+  register_derivative(OpId::index_put, {index_put_back});
+  register_derivative(OpId::masked_fill, {masked_fill_back});
+  register_derivative(OpId::masked_select, {masked_select_back});
+  register_derivative(OpId::embedding, {embedding_back});
 }
 
 }  // namespace tessera::autograd

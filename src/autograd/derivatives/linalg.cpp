@@ -95,13 +95,13 @@ V linear_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_linalg_derivatives() {
-  register_derivative("mm", {mm_back, /*save_inputs=*/true});
-  register_derivative("bmm", {bmm_back, /*save_inputs=*/true});
-  register_derivative("addmm", {add_product_back<mm, false>, /*save_inputs=*/true});
-  register_derivative("baddbmm", {add_product_back<bmm, true>, /*save_inputs=*/true});
-  register_derivative("dot", {dot_back, /*save_inputs=*/true});
-  register_derivative("outer", {outer_back, /*save_inputs=*/true});
-  register_derivative("linear", {linear_back, /*save_inputs=*/true});
+  register_derivative(OpId::mm, {mm_back, /*save_inputs=*/true});
+  register_derivative(OpId::bmm, {bmm_back, /*save_inputs=*/true});
+  register_derivative(OpId::addmm, {add_product_back<mm, false>, /*save_inputs=*/true});
+  register_derivative(OpId::baddbmm, {add_product_back<bmm, true>, /*save_inputs=*/true});
+  register_derivative(OpId::dot, {dot_back, /*save_inputs=*/true});
+  register_derivative(OpId::outer, {outer_back, /*save_inputs=*/true});
+  register_derivative(OpId::linear, {linear_back, /*save_inputs=*/true});
 }
 
 }  // namespace tessera::autograd

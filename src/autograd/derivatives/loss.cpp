@@ -64,7 +64,7 @@ V cross_entropy_loss_rows_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_loss_derivatives() {
-  register_derivative("cross_entropy_loss_rows", {cross_entropy_loss_rows_back, /*save_inputs=*/true});
+  register_derivative(OpId::cross_entropy_loss_rows, {cross_entropy_loss_rows_back, /*save_inputs=*/true});
 }
 
 }  // namespace tessera::autograd

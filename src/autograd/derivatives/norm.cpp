@@ -127,9 +127,9 @@ V add_layer_norm_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_norm_derivatives() {
-  register_derivative("native_add_layer_norm", {add_layer_norm_back, /*save_inputs=*/false, /*save_outputs=*/true});
-  register_derivative("native_layer_norm", {layer_norm_back, true});
-  register_derivative("native_rms_norm", {rms_norm_back, true});
+  register_derivative(OpId::native_add_layer_norm, {add_layer_norm_back, /*save_inputs=*/false, /*save_outputs=*/true});
+  register_derivative(OpId::native_layer_norm, {layer_norm_back, true});
+  register_derivative(OpId::native_rms_norm, {rms_norm_back, true});
 }
 
 }  // namespace tessera::autograd

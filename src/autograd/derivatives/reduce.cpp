@@ -258,19 +258,19 @@ V cumprod_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_reduce_derivatives() {
-  register_derivative("sum", {sum_back});
-  register_derivative("mean", {mean_back});
-  register_derivative("prod", {prod_back, /*save_inputs=*/true, /*save_outputs=*/true});
-  for (const char* op : {"amax", "amin"}) register_derivative(op, {amax_back, true, true});
-  for (const char* op : {"max", "min"}) register_derivative(op, {max_all_back, true, true});
-  for (const char* op : {"max_dim", "min_dim"}) register_derivative(op, {max_dim_back});
-  register_derivative("var", {var_back, /*save_inputs=*/true});
-  register_derivative("std", {std_back, true, true});
-  register_derivative("var_mean", {var_mean_back, /*save_inputs=*/true});
-  register_derivative("norm", {norm_back, true, true});
-  register_derivative("logsumexp", {logsumexp_back, true, true});
-  register_derivative("cumsum", {cumsum_back});
-  register_derivative("cumprod", {cumprod_back, true, true});
+  register_derivative(OpId::sum, {sum_back});
+  register_derivative(OpId::mean, {mean_back});
+  register_derivative(OpId::prod, {prod_back, /*save_inputs=*/true, /*save_outputs=*/true});
+  for (OpId op : {OpId::amax, OpId::amin}) register_derivative(op, {amax_back, true, true});
+  for (OpId op : {OpId::max, OpId::min}) register_derivative(op, {max_all_back, true, true});
+  for (OpId op : {OpId::max_dim, OpId::min_dim}) register_derivative(op, {max_dim_back});
+  register_derivative(OpId::var, {var_back, /*save_inputs=*/true});
+  register_derivative(OpId::std, {std_back, true, true});
+  register_derivative(OpId::var_mean, {var_mean_back, /*save_inputs=*/true});
+  register_derivative(OpId::norm, {norm_back, true, true});
+  register_derivative(OpId::logsumexp, {logsumexp_back, true, true});
+  register_derivative(OpId::cumsum, {cumsum_back});
+  register_derivative(OpId::cumprod, {cumprod_back, true, true});
 }
 
 }  // namespace tessera::autograd

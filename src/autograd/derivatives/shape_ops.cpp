@@ -171,21 +171,21 @@ V selection_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_shape_ops_derivatives() {
-  register_derivative("cat", {cat_back});
-  register_derivative("split", {split_back});
-  register_derivative("unbind", {unbind_back});
-  register_derivative("stack", {stack_back});
-  register_derivative("repeat", {repeat_back});
-  register_derivative("repeat_interleave", {repeat_interleave_back});
-  register_derivative("repeat_interleave_map", {repeat_interleave_map_back});
-  register_derivative("flip", {flip_back});
-  register_derivative("roll", {roll_back});
-  register_derivative("tril", {tril_back});
-  register_derivative("triu", {triu_back});
-  register_derivative("constant_pad", {constant_pad_back});
-  register_derivative("pad_map", {pad_map_back});
-  register_derivative("sort", {selection_back});
-  register_derivative("topk", {selection_back});
+  register_derivative(OpId::cat, {cat_back});
+  register_derivative(OpId::split, {split_back});
+  register_derivative(OpId::unbind, {unbind_back});
+  register_derivative(OpId::stack, {stack_back});
+  register_derivative(OpId::repeat, {repeat_back});
+  register_derivative(OpId::repeat_interleave, {repeat_interleave_back});
+  register_derivative(OpId::repeat_interleave_map, {repeat_interleave_map_back});
+  register_derivative(OpId::flip, {flip_back});
+  register_derivative(OpId::roll, {roll_back});
+  register_derivative(OpId::tril, {tril_back});
+  register_derivative(OpId::triu, {triu_back});
+  register_derivative(OpId::constant_pad, {constant_pad_back});
+  register_derivative(OpId::pad_map, {pad_map_back});
+  register_derivative(OpId::sort, {selection_back});
+  register_derivative(OpId::topk, {selection_back});
 }
 
 }  // namespace tessera::autograd

@@ -71,15 +71,15 @@ V fill_back(const BackwardContext&, const V&) { return {}; }
 }  // namespace
 
 void register_view_derivatives() {
-  register_derivative("view", {reshape_back});
-  register_derivative("permute", {permute_back});
-  register_derivative("transpose", {transpose_back});
-  register_derivative("expand", {expand_back});
-  for (const char* op : {"slice", "select", "diagonal"}) register_derivative(op, {strided_view_back});
-  register_derivative("as_strided", {as_strided_back});
-  register_derivative("as_strided_scatter", {as_strided_scatter_back});
-  register_derivative("copy_", {copy_back});
-  register_derivative("fill_", {fill_back});
+  register_derivative(OpId::view, {reshape_back});
+  register_derivative(OpId::permute, {permute_back});
+  register_derivative(OpId::transpose, {transpose_back});
+  register_derivative(OpId::expand, {expand_back});
+  for (OpId op : {OpId::slice, OpId::select, OpId::diagonal}) register_derivative(op, {strided_view_back});
+  register_derivative(OpId::as_strided, {as_strided_back});
+  register_derivative(OpId::as_strided_scatter, {as_strided_scatter_back});
+  register_derivative(OpId::copy_, {copy_back});
+  register_derivative(OpId::fill_, {fill_back});
 }
 
 }  // namespace tessera::autograd

@@ -188,6 +188,16 @@ void binary_arith(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp 
     case BinaryOp::Atan2:
       if constexpr (fp) { run([](A x, A y) TS_LAMBDA_INLINE { return std::atan2(x, y); }); return; }
       break;
+    case BinaryOp::LogAddExp:  // max + log1p(exp(-|x - y|)); equal infinities return themselves (no inf - inf)
+      if constexpr (fp) {
+        run([](A x, A y) TS_LAMBDA_INLINE -> A {
+          if (std::isinf(x) && x == y) return x;
+          const A m = x > y ? x : y;
+          return m + std::log1p(std::exp(-std::fabs(x - y)));
+        });
+        return;
+      }
+      break;
     case BinaryOp::ThresholdBackward:
       if constexpr (!is_bool) {
         // PyTorch's comparison: a NaN input is not <= the threshold, so its gradient passes.

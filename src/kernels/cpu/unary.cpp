@@ -86,6 +86,13 @@ void unary_floating(const Tensor& out, const Tensor& x, UnaryOp op, const UnaryP
       run([beta, threshold](A v) TS_LAMBDA_INLINE { return v * beta > threshold ? v : std::log1p(std::exp(v * beta)) / beta; });
       break;
     }
+    case UnaryOp::HardSwish:  // x * clamp(x + 3, 0, 6) / 6; a NaN stays NaN
+      run([](A v) TS_LAMBDA_INLINE {
+        A r = v + A(3);
+        r = r < A(0) ? A(0) : (r > A(6) ? A(6) : r);
+        return v * r / A(6);
+      });
+      break;
     case UnaryOp::Erf: run([](A v) TS_LAMBDA_INLINE { return m_erf(v); }); break;
     case UnaryOp::Floor: run([](A v) TS_LAMBDA_INLINE { return std::floor(v); }); break;
     case UnaryOp::Ceil: run([](A v) TS_LAMBDA_INLINE { return std::ceil(v); }); break;

@@ -65,6 +65,9 @@ struct BinaryFloatingOp {
       case BinaryOp::Minimum: r = dm::nan_min(x, y); break;
       case BinaryOp::Fmod: r = dm::fmod(x, y); break;
       case BinaryOp::Remainder: r = dm::remainder_float(x, y); break;
+      case BinaryOp::LogAddExp:  // equal infinities return themselves (no inf - inf)
+        r = (x == y && (x == dm::inf<A>() || x == -dm::inf<A>())) ? x : (x > y ? x : y) + dm::log1p(dm::exp(-dm::fabs(x - y)));
+        break;
       default: r = dm::atan2(x, y); break;  // Atan2 (the host refuses the rest)
     }
     return convert<T>(r);
@@ -75,6 +78,7 @@ bool floating_takes(BinaryOp op) {
   switch (op) {
     case BinaryOp::DivTrunc: case BinaryOp::DivFloor: case BinaryOp::Pow: case BinaryOp::Maximum:
     case BinaryOp::Minimum: case BinaryOp::Fmod: case BinaryOp::Remainder: case BinaryOp::Atan2:
+    case BinaryOp::LogAddExp:
       return true;
     default: return false;
   }

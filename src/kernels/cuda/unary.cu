@@ -68,6 +68,11 @@ __device__ __forceinline__ A unary_floating_math(UnaryOp op, A v, A beta, A thre
     case UnaryOp::GeluTanh: return dm::gelu_tanh(v);
     case UnaryOp::Silu: return v * dm::sigmoid(v);
     case UnaryOp::Softplus: return v * beta > threshold ? v : dm::log1p(dm::exp(v * beta)) / beta;
+    case UnaryOp::HardSwish: {  // x * clamp(x + 3, 0, 6) / 6; a NaN stays NaN
+      A r = v + A(3);
+      r = r < A(0) ? A(0) : (r > A(6) ? A(6) : r);
+      return v * r / A(6);
+    }
     case UnaryOp::Erf: return dm::erf(v);
     case UnaryOp::Floor: return dm::floor(v);
     case UnaryOp::Ceil: return dm::ceil(v);

@@ -1,0 +1,86 @@
+// The attributes of an op call (DESIGN.md "The op table"): the non-tensor arguments that its derivative
+// (and, later, a compiled graph's node) needs, and tensors it needs that take no gradient (indices,
+// masks, saved statistics).
+//
+// Note [Typed attributes]: a family whose arguments have names gets a struct of its own (ConvAttrs,
+// PoolAttrs), stored in OpAttrs::typed and read by name (`c.attrs.as<ConvAttrs>().stride`); the
+// table's attrs column says which struct each op records, and the autograd stage checks it on every
+// recorded call. The other families still use the positional fields (ints, scalars, str, flag), whose
+// meaning each derivative file states at its top. Every attribute set is comparable, hashable and
+// printable: the compiler's cache keys and graph dumps need all three. Tensors take part by their
+// metadata (sizes, dtype, device), not their values.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tessera/error.h"
+#include "tessera/scalar.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+// Two spatial values (height, width), as the public API's IntPair, comparable.
+struct HW {
+  int64_t h = 0, w = 0;
+  auto operator<=>(const HW&) const = default;
+};
+
+// conv2d, conv_transpose2d (output_padding), conv2d_backward_weight (kernel: the weight's KH, KW).
+struct ConvAttrs {
+  HW stride{1, 1}, padding{0, 0}, dilation{1, 1}, output_padding{0, 0};
+  int64_t groups = 1;
+  HW kernel{0, 0};
+  auto operator<=>(const ConvAttrs&) const = default;
+};
+
+// max_pool2d_with_indices and its backward (dilation), avg_pool2d and its backward (count_include_pad).
+struct PoolAttrs {
+  HW kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  auto operator<=>(const PoolAttrs&) const = default;
+};
+
+// The op table's attrs column: which struct an op's calls carry (Positional: the generic fields).
+enum class AttrsKind : uint8_t { Positional, Conv, Pool };
+using TypedAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs>;
+
+struct OpAttrs {
+  std::vector<Scalar> scalars;
+  std::vector<int64_t> ints;
+  std::vector<Tensor> tensors;
+  std::string str;
+  bool flag = false;
+  TypedAttrs typed;
+
+  AttrsKind kind() const { return static_cast<AttrsKind>(typed.index()); }
+  // The typed attributes; a programming error (ValueError naming both) when the call carries others.
+  template <class T>
+  const T& as() const {
+    const T* p = std::get_if<T>(&typed);
+    TS_CHECK(p != nullptr, ValueError, "OpAttrs: expected ", attrs_kind_name_of<T>(), " attributes, the call carries ",
+             attrs_kind_name(kind()));
+    return *p;
+  }
+
+  static const char* attrs_kind_name(AttrsKind k);
+  template <class T>
+  static const char* attrs_kind_name_of() {
+    return attrs_kind_name(static_cast<AttrsKind>(TypedAttrs(T{}).index()));
+  }
+};
+
+bool operator==(const OpAttrs& a, const OpAttrs& b);
+size_t hash_value(const OpAttrs& a);
+size_t hash_value(const ConvAttrs& a);
+size_t hash_value(const PoolAttrs& a);
+// "ConvAttrs(stride=(2, 2), padding=(3, 3), dilation=(1, 1), output_padding=(0, 0), groups=1, kernel=(0, 0))";
+// an OpAttrs prints its set fields only, tensors as their metadata: "ints=[0, 1], flag=true, tensors=[int64(4, 5)]".
+std::string to_string(const ConvAttrs& a);
+std::string to_string(const PoolAttrs& a);
+std::string to_string(const OpAttrs& a);
+
+}  // namespace tessera
