@@ -124,9 +124,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
   }
   if (should_record({&x, &weight, &bias}))
     record_op(id, {x, weight, bias}, {y},
-              OpAttrs{.scalars = {eps},
-                      .tensors = {save_mean, save_invstd, detached(running_mean), detached(running_var), reserve},
-                      .flag = training});
+              OpAttrs{.tensors = {save_mean, save_invstd, detached(running_mean), detached(running_var), reserve},
+                      .typed = BatchNormAttrs{.training = training, .eps = eps}});
   return {y, save_mean, save_invstd};
 }
 

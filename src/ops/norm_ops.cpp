@@ -1,9 +1,9 @@
 // The fused layer norm and RMS norm ops (ops/norm_ops.h): meta checks with PyTorch's messages, the
 // (M, N) row view of Note [Norm rows], output allocation and one call of a slot of
 // ops/norm_kernel.h. The forward ops record {x, weight, bias} -> {y} with the statistics in
-// attrs.tensors (mean, rstd; rstd only for RMS norm), normalized_shape in attrs.ints and eps in
-// attrs.scalars. Kernels receive detached, contiguous aliases of the inputs in x's dtype: those
-// conversions are implementation and are not recorded. native_add_layer_norm records {x, residual,
+// attrs.tensors (mean, rstd; rstd only for RMS norm) and NormAttrs{normalized_shape, eps}. Kernels
+// receive detached, contiguous aliases of the inputs in x's dtype: those conversions are
+// implementation and are not recorded. native_add_layer_norm records {x, residual,
 // weight, bias} -> {sum, y} with the same attrs plus weight and bias in attrs.tensors (its derivative
 // saves the output sum and no input: x and the residual are not kept alive for the backward).
 #include <string>
@@ -93,11 +93,7 @@ Tensor kernel_arg(const Tensor& t, DType d) {
 }
 
 OpAttrs norm_attrs(const Shape& normalized_shape, double eps, std::vector<Tensor> stats) {
-  OpAttrs a;
-  a.ints = normalized_shape;
-  a.scalars = {Scalar(eps)};
-  a.tensors = std::move(stats);
-  return a;
+  return OpAttrs{.tensors = std::move(stats), .typed = NormAttrs{.normalized_shape = normalized_shape, .eps = eps}};
 }
 
 }  // namespace

@@ -157,7 +157,7 @@ Tensor any_all(const char* op, const Tensor& x, const Dims& dims, bool keepdim, 
 
 // ---- public ops --------------------------------------------------------------------------------
 // The differentiable ones record themselves with the caller's input (before any dtype cast: the
-// engine casts the gradient back) and attrs.ints = dims, attrs.flag = keepdim.
+// engine casts the gradient back) and ReduceAttrs{dims, keepdim}.
 Tensor sum(const Tensor& x, Dims dims, bool keepdim, std::optional<DType> dtype) {
   if (autocast_pending() && !dtype) [[unlikely]]
     if (AutocastArgs c(OpId::sum, {&x}); c) return sum(c[0], dims, keepdim, dtype);

@@ -34,14 +34,13 @@ void check_nonempty_reduction(const char* op, const Tensor& x, const ReducePlan&
 // innermost kept dim is unit-stride (the row kernels walk one of the two innermost).
 Tensor rows_view(const ReducePlan& plan);
 
-// What a reduction records for its derivative (Note [Autograd stage]): attrs.ints = the dims as the
-// caller gave them, attrs.flag = keepdim, attrs.scalars = the op's numeric arguments.
-inline OpAttrs reduction_attrs(std::vector<int64_t> dims, bool keepdim, std::vector<Scalar> scalars = {}) {
-  OpAttrs a;
-  a.scalars = std::move(scalars);
-  a.ints = std::move(dims);
-  a.flag = keepdim;
-  return a;
+// What a reduction records for its derivative (Note [Autograd stage], Note [Typed attributes]):
+// ReduceAttrs with the dims as the caller gave them and keepdim (and var's correction).
+inline OpAttrs reduction_attrs(std::vector<int64_t> dims, bool keepdim) {
+  return OpAttrs{.typed = ReduceAttrs{.dims = std::move(dims), .keepdim = keepdim}};
+}
+inline OpAttrs correction_attrs(std::vector<int64_t> dims, bool keepdim, double correction) {
+  return OpAttrs{.typed = ReduceAttrs{.dims = std::move(dims), .keepdim = keepdim, .correction = correction}};
 }
 
 // Allocates the kernels' output (kept sizes, contiguous) on x's device.

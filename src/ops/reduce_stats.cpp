@@ -71,8 +71,8 @@ Tensor scan_impl(const char* op, const Tensor& x, int64_t dim, std::optional<DTy
 
 }  // namespace
 
-// Each op records itself with attrs.ints = dims (empty: every dim) and attrs.flag = keepdim; var, std
-// and var_mean add scalars = {correction}, norm scalars = {p}, the scans ints = {dim}.
+// Each op records itself with ReduceAttrs: dims (empty: every dim), keepdim; var, std and var_mean
+// their correction, norm its p, the scans their one dim.
 Tensor var(const Tensor& x, std::optional<Dims> dims, double correction, bool keepdim) {
   OpScope scope(OpId::var, {&x});
   const bool rec = should_record({&x});
@@ -81,7 +81,7 @@ Tensor var(const Tensor& x, std::optional<Dims> dims, double correction, bool ke
     NoRecordScope no_record(rec);
     out = std::get<0>(var_impl("var", x, dims, correction, keepdim, false, false));
   }
-  if (rec) record_op(OpId::var, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  if (rec) record_op(OpId::var, {x}, {out}, correction_attrs(dims_or_all(dims), keepdim, correction));
   return out;
 }
 
@@ -93,7 +93,7 @@ Tensor std(const Tensor& x, std::optional<Dims> dims, double correction, bool ke
     NoRecordScope no_record(rec);
     out = std::get<0>(var_impl("std", x, dims, correction, keepdim, true, false));
   }
-  if (rec) record_op(OpId::std, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+  if (rec) record_op(OpId::std, {x}, {out}, correction_attrs(dims_or_all(dims), keepdim, correction));
   return out;
 }
 
@@ -106,7 +106,7 @@ std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::optional<Dims> dims, d
     std::tie(v, m) = var_impl("var_mean", x, dims, correction, keepdim, false, true);
   }
   if (rec)
-    record_op(OpId::var_mean, {x}, {v, m}, reduction_attrs(dims_or_all(dims), keepdim, {correction}));
+    record_op(OpId::var_mean, {x}, {v, m}, correction_attrs(dims_or_all(dims), keepdim, correction));
   return {v, m};
 }
 
@@ -119,7 +119,7 @@ Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims,
     NoRecordScope no_record(rec);
     out = norm_impl(x, p, dims, keepdim);
   }
-  if (rec) record_op(OpId::norm, {x}, {out}, reduction_attrs(dims_or_all(dims), keepdim, {p}));
+  if (rec) record_op(OpId::norm, {x}, {out}, OpAttrs{.typed = ReduceAttrs{.dims = dims_or_all(dims), .keepdim = keepdim, .p = p}});
   return out;
 }
 

@@ -43,6 +43,10 @@ struct Builder {
            std::function<V(const V&)> fn, std::optional<testing::Tolerance> tol = std::nullopt, bool values = true) {
     cases.push_back(Case{op, op + "__" + variant, std::move(in), std::move(expr), std::move(fn), tol, values});
   }
+  void add_error(std::string op, std::string variant, V in, std::string expr, std::function<V(const V&)> fn) {
+    add(std::move(op), std::move(variant), std::move(in), std::move(expr), std::move(fn));
+    cases.back().expect_error = true;
+  }
 };
 
 const char* torch_dtype(DType d) {
@@ -120,7 +124,7 @@ void unary(Builder& b) {
   b.add("gelu", "tanh", {N({64})}, "F.gelu(x[0], approximate='tanh')", [](const V& x) { return V{gelu(x[0], "tanh")}; });
   b.add("gelu", "bf16", {N({64}, kBFloat16)}, "F.gelu(x[0])", [](const V& x) { return V{gelu(x[0])}; });
   b.add("softplus", "beta2", {randu({50}, -15, 15)}, "F.softplus(x[0], beta=2, threshold=5)", [](const V& x) { return V{softplus(x[0], 2, 5)}; });
-  b.add("logical_not", "f32", {I({9}, -1, 2).to(kFloat32)}, "torch.logical_not(x[0])", [](const V& x) { return V{logical_not(x[0])}; });
+  b.add("logical_not", "f32", {tensor({0.0, 1.0, -1.0, 0.0, 2.5, -0.0, NAN, 0.5, 0.0}, kFloat32)}, "torch.logical_not(x[0])", [](const V& x) { return V{logical_not(x[0])}; });
   b.add("bitwise_not", "i64", {I({9}, -100, 100)}, "torch.bitwise_not(x[0])", [](const V& x) { return V{bitwise_not(x[0])}; });
   Tensor special = tensor({0.0, -0.0, 1.0, INFINITY, -INFINITY, NAN, 1e30, -1e-30}, kFloat32);
   b.add("isnan", "special", {special}, "torch.isnan(x[0])", [](const V& x) { return V{isnan(x[0])}; });
@@ -192,7 +196,8 @@ void binary(Builder& b) {
     for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16})
       b.add("threshold_backward", dn(d), {N({6, 7}, d, 41), randu({6, 7}, -1, 2, d, 42).mul(4).round().div(4)}, expr, fn);
     b.add("threshold_backward", "int32", {I({12}, -9, 9, 7, kInt32), I({12}, -2, 3, 8, kInt32)}, expr, fn);
-    b.add("threshold_backward", "broadcast_strided", {N({5, 4}).t(), stepped(N({3, 7}))}, expr, fn);
+    // (4, 5) against (3, 7): no broadcast exists, and both refuse it.
+    b.add_error("threshold_backward", "broadcast_strided", {N({5, 4}).t(), stepped(N({3, 7}))}, expr, fn);
     b.add("threshold_backward", "nan", {N({6}), tensor({NAN, 0.5, 0.25, 1.0, -INFINITY, INFINITY}, kFloat32)}, expr, fn);
   }
   // In-place forms that write straight into self (Note [In-place kernels]), on a channels-last and a
@@ -551,8 +556,23 @@ void attention(Builder& b) {
         {N({2, 1, 5, 64}, kBFloat16, 4), N({2, 1, 9, 64}, kBFloat16, 5), N({2, 1, 9, 64}, kBFloat16, 6)}, expr, run, tol);
 }
 
+// Inputs PyTorch refuses: tessera must refuse them too, with the error class that answers PyTorch's
+// (test_torch.cpp, same_error_class).
+void errors(Builder& b) {
+  b.add_error("add", "error_shapes", {N({3, 4}), N({5})}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
+  b.add_error("mm", "error_inner_sizes", {N({3, 4}), N({5, 2})}, "torch.mm(x[0], x[1])", [](const V& x) { return V{mm(x[0], x[1])}; });
+  b.add_error("cat", "error_sizes", {N({2, 3}), N({2, 4})}, "torch.cat([x[0], x[1]], 0)",
+        [](const V& x) { return V{cat({x[0], x[1]}, 0)}; });
+  b.add_error("index_select", "error_out_of_range", {N({4, 3}), tensor(std::vector<int64_t>{0, 4}, {2})},
+        "torch.index_select(x[0], 0, x[1])", [](const V& x) { return V{index_select(x[0], 0, x[1])}; });
+  b.add_error("softmax", "error_dim", {N({2, 3})}, "torch.softmax(x[0], 2)", [](const V& x) { return V{softmax(x[0], 2)}; });
+  b.add_error("sub", "error_bool", {I({4}, 0, 2).to(kBool), I({4}, 0, 2, 9).to(kBool)}, "torch.sub(x[0], x[1])",
+        [](const V& x) { return V{sub(x[0], x[1])}; });
+}
+
 std::vector<Case> all_cases() {
   Builder b;
+  errors(b);
   creation(b);
   unary(b);
   binary(b);

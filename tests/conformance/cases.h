@@ -20,6 +20,7 @@ struct Case {
   // PyTorch's); never tighter than DESIGN.md's tolerance of the output's dtype.
   std::optional<testing::Tolerance> tol;
   bool compare_values = true;        // false for random ops: sizes and dtype only
+  bool expect_error = false;         // PyTorch must raise, and tessera the error class that answers it
 };
 
 std::vector<Case> all_cases();

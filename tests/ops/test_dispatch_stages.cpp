@@ -165,9 +165,14 @@ TEST(DispatchStages, TracerSeesEveryOpOfAResNet18TrainingStep) {
     opt.step();
     opt.zero_grad(true);
   });
-  // relu_: torchvision's ReLU(inplace=True); the loss shows as cross_entropy_loss_rows, its one op.
+  // relu_: torchvision's ReLU(inplace=True); the loss is one op (cross_entropy) with its fused rows inside.
   expect_complete(t, {OpId::conv2d, OpId::native_batch_norm, OpId::relu_, OpId::max_pool2d_with_indices,
-                      OpId::adaptive_avg_pool2d, OpId::cross_entropy_loss_rows, OpId::_fused_sgd_, OpId::add_});
+                      OpId::adaptive_avg_pool2d, OpId::cross_entropy, OpId::cross_entropy_loss_rows,
+                      OpId::_fused_sgd_, OpId::add_});
+  const TracedOp* loss = first_of(t, OpId::cross_entropy);
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(loss->depth, 0);
+  EXPECT_EQ(loss->shapes[0], (ts::Shape{2, 10}));
   const TracedOp* conv = first_of(t, OpId::conv2d);
   ASSERT_NE(conv, nullptr);
   EXPECT_EQ(conv->shapes[0], (ts::Shape{2, 3, 64, 64}));

@@ -76,6 +76,44 @@ TEST(OpAttrs, TypedSetsPrintEveryField) {
             "count_include_pad=true)");
 }
 
+TEST(OpAttrs, ReduceAttrsAreWhatTheReductionsRecord) {
+  const ts::ReduceAttrs a{.dims = {0, -1}, .keepdim = true, .correction = 1};
+  ts::ReduceAttrs b = a;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ts::hash_value(a), ts::hash_value(b));
+  b.dims = {-1, 0};  // the dims as the caller gave them: another order is another call
+  EXPECT_NE(a, b);
+  b = a;
+  b.keepdim = false;
+  EXPECT_NE(ts::hash_value(a), ts::hash_value(b));
+  EXPECT_EQ(ts::to_string(a), "ReduceAttrs(dims=[0, -1], keepdim=true, correction=1, p=2)");
+  for (ts::OpId id : {ts::OpId::sum, ts::OpId::var, ts::OpId::norm, ts::OpId::cumsum, ts::OpId::max_dim})
+    EXPECT_EQ(ts::op_info(id).attrs, ts::AttrsKind::Reduce) << ts::op_name(id);
+  // var's backward reads its correction by name: correction 0 and 1 give different gradients.
+  ts::Tensor x = ts::randn({6}, ts::kFloat64).requires_grad_();
+  ts::Tensor g0 = ts::autograd::grad({ts::var(x, std::nullopt, 0.0)}, {x})[0];
+  ts::Tensor g1 = ts::autograd::grad({ts::var(x, std::nullopt, 1.0)}, {x})[0];
+  EXPECT_TRUE(ts::testing::all_close(g1 * 5.0, g0 * 6.0));
+}
+
+TEST(OpAttrs, NormAndBatchNormAttrs) {
+  EXPECT_EQ(ts::to_string(ts::NormAttrs{.normalized_shape = {8}, .eps = 1e-5}), "NormAttrs(normalized_shape=[8], eps=1e-05)");
+  EXPECT_EQ(ts::to_string(ts::BatchNormAttrs{.training = true, .eps = 0.001}), "BatchNormAttrs(training=true, eps=0.001)");
+  EXPECT_NE(ts::hash_value(ts::NormAttrs{.normalized_shape = {8}}), ts::hash_value(ts::NormAttrs{.normalized_shape = {2, 4}}));
+  EXPECT_NE(ts::BatchNormAttrs{.training = true}, ts::BatchNormAttrs{.training = false});
+  for (ts::OpId id : {ts::OpId::native_layer_norm, ts::OpId::native_rms_norm, ts::OpId::native_add_layer_norm})
+    EXPECT_EQ(ts::op_info(id).attrs, ts::AttrsKind::Norm) << ts::op_name(id);
+  EXPECT_EQ(ts::op_info(ts::OpId::native_batch_norm).attrs, ts::AttrsKind::BatchNorm);
+  // layer norm's backward reads eps by name: a large eps changes the input gradient.
+  ts::Tensor x = ts::randn({3, 8}, ts::kFloat64).requires_grad_();
+  ts::Tensor w = ts::randn({3, 8}, ts::kFloat64);
+  auto grad_at = [&](double eps) {
+    return ts::autograd::grad({(ts::nn::functional::layer_norm(x, {8}, std::nullopt, std::nullopt, eps) * w).sum()},
+                              {x})[0];
+  };
+  EXPECT_FALSE(ts::allclose(grad_at(1e-5), grad_at(10.0)));
+}
+
 TEST(OpAttrs, AskingForTheWrongStructIsAClearError) {
   const ts::OpAttrs a = conv({});
   EXPECT_NO_THROW(a.as<ts::ConvAttrs>());

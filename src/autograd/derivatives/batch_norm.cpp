@@ -1,5 +1,5 @@
 // Derivative of native_batch_norm (ops/batch_norm_ops.h). Recorded call: inputs {x, weight, bias}
-// (weight / bias may be undefined), output {y}; attrs.scalars = {eps}, attrs.flag = training,
+// (weight / bias may be undefined), output {y}; BatchNormAttrs{training, eps},
 // attrs.tensors = {save_mean, save_invstd, running_mean, running_var, reserve} (the last three may be
 // undefined).
 //
@@ -24,8 +24,8 @@ V batch_norm_back(const BackwardContext& c, const V& g) {
   const Tensor& x = c.inputs[0];
   const Tensor& w = c.inputs[1];
   const std::vector<Tensor>& t = c.attrs.tensors;
-  const bool training = c.attrs.flag;
-  const double eps = c.attrs.scalars.at(0).to_double();
+  const bool training = c.attrs.as<BatchNormAttrs>().training;
+  const double eps = c.attrs.as<BatchNormAttrs>().eps;
   const Tensor go = g[0].dtype() == x.dtype() ? g[0] : g[0].to(x.dtype());
   V out(3);
   if (!is_grad_enabled()) {

@@ -1,5 +1,5 @@
 // Derivatives of the fused normalization ops (ops/norm_ops.h). Recorded inputs {x, weight, bias}
-// ({x, weight} for RMS norm), output {y}; attrs.ints = normalized_shape, attrs.scalars = {eps},
+// ({x, weight} for RMS norm), output {y}; NormAttrs{normalized_shape, eps} (Note [Typed attributes]),
 // attrs.tensors = {mean, rstd} ({rstd} for RMS norm), the statistics the forward kernel computed.
 //
 // A plain backward calls the fused backward op (one kernel family, using the saved statistics). When
@@ -77,8 +77,8 @@ V composite_grads(const Tensor& xc, const Tensor& w, const Tensor& gy_in, const 
 
 V composite_back(const BackwardContext& c, const V& g, bool rms) {
   const Tensor& x = c.inputs[0];
-  const double eps = c.attrs.scalars.at(0).to_double();
-  V out = composite_grads(x.to(compute_dtype(x.dtype())), c.inputs[1], g[0], c.attrs.ints, eps, rms,
+  const double eps = c.attrs.as<NormAttrs>().eps;
+  V out = composite_grads(x.to(compute_dtype(x.dtype())), c.inputs[1], g[0], c.attrs.as<NormAttrs>().normalized_shape, eps, rms,
                           {needs(c, 0), needs(c, 1), needs(c, 2)});
   out.resize(c.inputs.size());
   return out;
@@ -86,7 +86,7 @@ V composite_back(const BackwardContext& c, const V& g, bool rms) {
 
 V layer_norm_back(const BackwardContext& c, const V& g) {
   if (is_grad_enabled()) return composite_back(c, g, /*rms=*/false);
-  auto [dx, dw, db] = native_layer_norm_backward(g[0], c.inputs[0], c.attrs.ints, c.attrs.tensors.at(0),
+  auto [dx, dw, db] = native_layer_norm_backward(g[0], c.inputs[0], c.attrs.as<NormAttrs>().normalized_shape, c.attrs.tensors.at(0),
                                                  c.attrs.tensors.at(1), c.inputs[1], c.inputs[2],
                                                  {needs(c, 0), needs(c, 1), needs(c, 2)});
   return {dx, dw, db};
@@ -94,7 +94,7 @@ V layer_norm_back(const BackwardContext& c, const V& g) {
 
 V rms_norm_back(const BackwardContext& c, const V& g) {
   if (is_grad_enabled()) return composite_back(c, g, /*rms=*/true);
-  auto [dx, dw] = native_rms_norm_backward(g[0], c.inputs[0], c.attrs.ints, c.attrs.tensors.at(0), c.inputs[1],
+  auto [dx, dw] = native_rms_norm_backward(g[0], c.inputs[0], c.attrs.as<NormAttrs>().normalized_shape, c.attrs.tensors.at(0), c.inputs[1],
                                            {needs(c, 0), needs(c, 1)});
   return {dx, dw};
 }
@@ -106,7 +106,7 @@ V add_layer_norm_back(const BackwardContext& c, const V& g) {
   const Tensor& bias = c.attrs.tensors.at(3);
   if (is_grad_enabled()) {
     const DType cd = compute_dtype(sum.dtype());
-    V d = composite_grads(sum.to(cd), weight, g[1], c.attrs.ints, c.attrs.scalars.at(0).to_double(), false,
+    V d = composite_grads(sum.to(cd), weight, g[1], c.attrs.as<NormAttrs>().normalized_shape, c.attrs.as<NormAttrs>().eps, false,
                           {need_x || need_r, needs(c, 2), needs(c, 3)});
     Tensor dsum = need_x || need_r ? d[0] + g[0].to(cd) : Tensor();
     return {need_x ? dsum : Tensor(), need_r ? dsum : Tensor(), d[1], d[2]};
@@ -119,7 +119,7 @@ V add_layer_norm_back(const BackwardContext& c, const V& g) {
   else if (need_r && dr_dtype != sd) low = dr_dtype;
   const bool x_low = need_x && low && dx_dtype == *low, r_low = need_r && low && dr_dtype == *low;
   auto [dsum, dsum_low, dw, db] = native_add_layer_norm_backward(
-      g[1], g[0], sum, c.attrs.ints, c.attrs.tensors.at(0), c.attrs.tensors.at(1), weight, bias,
+      g[1], g[0], sum, c.attrs.as<NormAttrs>().normalized_shape, c.attrs.tensors.at(0), c.attrs.tensors.at(1), weight, bias,
       {(need_x && !x_low) || (need_r && !r_low), x_low || r_low, needs(c, 2), needs(c, 3)}, low);
   return {need_x ? (x_low ? dsum_low : dsum) : Tensor(), need_r ? (r_low ? dsum_low : dsum) : Tensor(), dw, db};
 }

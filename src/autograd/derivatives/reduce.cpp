@@ -2,9 +2,9 @@
 // derivatives.yaml / FunctionsManual.cpp. Written with tessera ops only, so each is differentiable
 // again (gradgradcheck).
 //
-// Invariants of the recorded calls: attrs.ints = the dims as the caller gave them (empty: every
-// dim; negative allowed), attrs.flag = keepdim; scans record ints = {dim}; var/std/var_mean record
-// scalars = {correction}, norm scalars = {p}; max/min over a dim pass their indices in attrs.tensors.
+// The recorded calls carry ReduceAttrs (Note [Typed attributes]): dims as the caller gave them (empty:
+// every dim; negative allowed; a scan's one dim), keepdim, var/std/var_mean's correction, norm's p;
+// max/min over a dim pass their indices in attrs.tensors.
 // A gradient may come back in the op's compute dtype (sum/mean/prod/cumsum with a dtype argument):
 // the engine casts it to the input's dtype.
 //
@@ -19,6 +19,8 @@ namespace tessera::autograd {
 namespace {
 
 using V = std::vector<Tensor>;
+
+const ReduceAttrs& ra(const BackwardContext& c) { return c.attrs.as<ReduceAttrs>(); }
 
 // The input's sizes with the reduced dims set to 1 (dims empty: every dim).
 Shape keepdim_shape(const Shape& in, const std::vector<int64_t>& dims) {
@@ -44,7 +46,7 @@ int64_t reduced_numel(const Shape& in, const std::vector<int64_t>& dims) {
 // A reduction's output (or its gradient) with the reduced dims back as size 1, so that it
 // broadcasts against the input.
 Tensor unreduce(const Tensor& t, const BackwardContext& c) {
-  return c.attrs.flag ? t : t.reshape(keepdim_shape(c.input_meta[0].sizes, c.attrs.ints));
+  return ra(c).keepdim ? t : t.reshape(keepdim_shape(c.input_meta[0].sizes, ra(c).dims));
 }
 
 // The saved input in the dtype of the gradient (an op given a dtype computed in it).
@@ -67,7 +69,7 @@ V sum_back(const BackwardContext& c, const V& g) { return {unreduce(g[0], c).exp
 
 V mean_back(const BackwardContext& c, const V& g) {
   const Shape& in = c.input_meta[0].sizes;
-  const int64_t n = reduced_numel(in, c.attrs.ints);
+  const int64_t n = reduced_numel(in, ra(c).dims);
   return {div(unreduce(g[0], c), Scalar(n)).expand(in)};
 }
 
@@ -95,8 +97,8 @@ V prod_back(const BackwardContext& c, const V& g) {
   // With zeros: fold the reduced dims into one last dim and take the products of the others.
   const int64_t nd = x.dim();
   Shape perm, kept_sizes, permuted_sizes;
-  std::vector<bool> reduced(static_cast<size_t>(nd), c.attrs.ints.empty());
-  for (int64_t d : c.attrs.ints) reduced[wrap_dim(d, nd, "prod backward")] = true;
+  std::vector<bool> reduced(static_cast<size_t>(nd), ra(c).dims.empty());
+  for (int64_t d : ra(c).dims) reduced[wrap_dim(d, nd, "prod backward")] = true;
   int64_t r = 1;
   for (int64_t d = 0; d < nd; ++d)
     if (!reduced[d]) perm.push_back(d), kept_sizes.push_back(in[d]);
@@ -117,7 +119,7 @@ V prod_back(const BackwardContext& c, const V& g) {
 V amax_back(const BackwardContext& c, const V& g) {
   const Tensor& x = c.inputs[0];
   Tensor mask = eq(x, unreduce(c.outputs[0], c));
-  Tensor count = mask.sum(c.attrs.ints, /*keepdim=*/true);
+  Tensor count = mask.sum(ra(c).dims, /*keepdim=*/true);
   return {mul(div(unreduce(g[0], c), count), mask)};
 }
 
@@ -133,9 +135,9 @@ V max_all_back(const BackwardContext& c, const V& g) {
 V max_dim_back(const BackwardContext& c, const V& g) {
   const Shape& in = c.input_meta[0].sizes;
   if (in.empty()) return {g[0]};
-  const int64_t d = wrap_dim(c.attrs.ints.at(0), static_cast<int64_t>(in.size()), "max backward");
+  const int64_t d = wrap_dim(ra(c).dims.at(0), static_cast<int64_t>(in.size()), "max backward");
   Tensor idx = c.attrs.tensors.at(0), gk = g[0];
-  if (!c.attrs.flag) {
+  if (!ra(c).keepdim) {
     idx = idx.unsqueeze(d);
     gk = gk.unsqueeze(d);
   }
@@ -147,9 +149,8 @@ V max_dim_back(const BackwardContext& c, const V& g) {
 // d var / d x = 2 (x - mean) / (N - correction), with `gk` already in the keepdim shape.
 Tensor var_grad(const BackwardContext& c, const Tensor& gk) {
   const Tensor& x = c.inputs[0];
-  const double dof = static_cast<double>(reduced_numel(c.input_meta[0].sizes, c.attrs.ints)) -
-                     c.attrs.scalars.at(0).to_double();
-  return mul(mul(gk, 2.0 / dof), sub(x, x.mean(c.attrs.ints, /*keepdim=*/true)));
+  const double dof = static_cast<double>(reduced_numel(c.input_meta[0].sizes, ra(c).dims)) - ra(c).correction;
+  return mul(mul(gk, 2.0 / dof), sub(x, x.mean(ra(c).dims, /*keepdim=*/true)));
 }
 
 V var_back(const BackwardContext& c, const V& g) { return {var_grad(c, unreduce(g[0], c))}; }
@@ -163,7 +164,7 @@ V std_back(const BackwardContext& c, const V& g) {
 
 V var_mean_back(const BackwardContext& c, const V& g) {
   const Shape& in = c.input_meta[0].sizes;
-  const int64_t n = reduced_numel(in, c.attrs.ints);
+  const int64_t n = reduced_numel(in, ra(c).dims);
   Tensor from_mean = div(unreduce(g[1], c), Scalar(n));
   return {add(var_grad(c, unreduce(g[0], c)), from_mean)};
 }
@@ -172,7 +173,7 @@ V var_mean_back(const BackwardContext& c, const V& g) {
 
 V norm_back(const BackwardContext& c, const V& g) {
   const Tensor& x = c.inputs[0];
-  const double p = c.attrs.scalars.at(0).to_double();
+  const double p = ra(c).p;
   Tensor gk = unreduce(g[0], c), y = unreduce(c.outputs[0], c);
   if (p == 0) return {zeros_like(x, opts_of(gk))};  // a count: piecewise constant
   if (p == 1) return {mul(sign(x), gk)};
@@ -181,7 +182,7 @@ V norm_back(const BackwardContext& c, const V& g) {
     // The gradient of amax(abs(x)) (split among ties), NaNs included.
     Tensor ax = abs(x);
     Tensor mask = logical_or(eq(ax, y), isnan(ax));
-    return {mul(sign(x), mul(div(gk, mask.sum(c.attrs.ints, /*keepdim=*/true)), mask))};
+    return {mul(sign(x), mul(div(gk, mask.sum(ra(c).dims, /*keepdim=*/true)), mask))};
   }
   if (p < 1) {
     Tensor zero = eq(x, 0);
@@ -205,7 +206,7 @@ Tensor reversed_cumsum(const Tensor& t, int64_t d) { return t.flip({d}).cumsum(d
 V cumsum_back(const BackwardContext& c, const V& g) {
   const int64_t nd = static_cast<int64_t>(c.input_meta[0].sizes.size());
   if (nd == 0) return {g[0]};
-  return {reversed_cumsum(g[0], wrap_dim(c.attrs.ints.at(0), nd, "cumsum backward"))};
+  return {reversed_cumsum(g[0], wrap_dim(ra(c).dims.at(0), nd, "cumsum backward"))};
 }
 
 // d L / d x_k = sum_{j >= k} g_j prod_{i <= j, i != k} x_i, one k at a time: exact to every order, and
@@ -247,7 +248,7 @@ Tensor cumprod_grad_first_order(const Tensor& x, const Tensor& y, const Tensor& 
 V cumprod_back(const BackwardContext& c, const V& g) {
   const Tensor x = input_as(c, g[0]);
   if (x.dim() == 0 || x.numel() <= 1) return {g[0]};
-  const int64_t d = wrap_dim(c.attrs.ints.at(0), x.dim(), "cumprod backward");
+  const int64_t d = wrap_dim(ra(c).dims.at(0), x.dim(), "cumprod backward");
   if (x.size(d) == 1) return {g[0]};
   const Tensor& y = c.outputs[0];
   if (!any(eq(x, 0)).item<bool>()) return {div(reversed_cumsum(mul(y, g[0]), d), x)};

@@ -54,6 +54,9 @@ const char* OpAttrs::attrs_kind_name(AttrsKind k) {
     case AttrsKind::Positional: return "positional";
     case AttrsKind::Conv: return "ConvAttrs";
     case AttrsKind::Pool: return "PoolAttrs";
+    case AttrsKind::Reduce: return "ReduceAttrs";
+    case AttrsKind::Norm: return "NormAttrs";
+    case AttrsKind::BatchNorm: return "BatchNormAttrs";
   }
   return "?";
 }
@@ -83,10 +86,37 @@ size_t hash_value(const PoolAttrs& a) {
   return h;
 }
 
+size_t hash_value(const ReduceAttrs& a) {
+  size_t h = 0x52454455;  // "REDU"
+  for (int64_t d : a.dims) mix_int(h, d);
+  mix_int(h, static_cast<int64_t>(a.dims.size()));
+  mix_int(h, a.keepdim);
+  for (double v : {a.correction, a.p}) mix(h, std::hash<double>()(v == 0 ? 0.0 : v));
+  return h;
+}
+
+size_t hash_value(const NormAttrs& a) {
+  size_t h = 0x4e4f524d;  // "NORM"
+  for (int64_t d : a.normalized_shape) mix_int(h, d);
+  mix_int(h, static_cast<int64_t>(a.normalized_shape.size()));
+  mix(h, std::hash<double>()(a.eps == 0 ? 0.0 : a.eps));
+  return h;
+}
+
+size_t hash_value(const BatchNormAttrs& a) {
+  size_t h = 0x424e524d;  // "BNRM"
+  mix_int(h, a.training);
+  mix(h, std::hash<double>()(a.eps == 0 ? 0.0 : a.eps));
+  return h;
+}
+
 size_t hash_value(const OpAttrs& a) {
   size_t h = static_cast<size_t>(a.kind());
   if (const auto* c = std::get_if<ConvAttrs>(&a.typed)) mix(h, hash_value(*c));
   if (const auto* p = std::get_if<PoolAttrs>(&a.typed)) mix(h, hash_value(*p));
+  if (const auto* r = std::get_if<ReduceAttrs>(&a.typed)) mix(h, hash_value(*r));
+  if (const auto* n = std::get_if<NormAttrs>(&a.typed)) mix(h, hash_value(*n));
+  if (const auto* b = std::get_if<BatchNormAttrs>(&a.typed)) mix(h, hash_value(*b));
   for (int64_t v : a.ints) mix_int(h, v);
   for (const Scalar& s : a.scalars) {
     // Equal scalars hash equal: the kind, then the value as same_scalar compares it.
@@ -121,6 +151,28 @@ std::string to_string(const PoolAttrs& a) {
          ", count_include_pad=" + (a.count_include_pad ? "true" : "false") + ")";
 }
 
+std::string to_string(const ReduceAttrs& a) {
+  std::ostringstream s;
+  s << "ReduceAttrs(dims=[";
+  for (size_t i = 0; i < a.dims.size(); ++i) s << (i ? ", " : "") << a.dims[i];
+  s << "], keepdim=" << (a.keepdim ? "true" : "false") << ", correction=" << a.correction << ", p=" << a.p << ")";
+  return s.str();
+}
+
+std::string to_string(const NormAttrs& a) {
+  std::ostringstream s;
+  s << "NormAttrs(normalized_shape=[";
+  for (size_t i = 0; i < a.normalized_shape.size(); ++i) s << (i ? ", " : "") << a.normalized_shape[i];
+  s << "], eps=" << a.eps << ")";
+  return s.str();
+}
+
+std::string to_string(const BatchNormAttrs& a) {
+  std::ostringstream s;
+  s << "BatchNormAttrs(training=" << (a.training ? "true" : "false") << ", eps=" << a.eps << ")";
+  return s.str();
+}
+
 std::string to_string(const OpAttrs& a) {
   std::ostringstream s;
   const char* sep = "";
@@ -131,6 +183,9 @@ std::string to_string(const OpAttrs& a) {
   };
   if (const auto* c = std::get_if<ConvAttrs>(&a.typed)) s << sep << to_string(*c), sep = ", ";
   if (const auto* p = std::get_if<PoolAttrs>(&a.typed)) s << sep << to_string(*p), sep = ", ";
+  if (const auto* r = std::get_if<ReduceAttrs>(&a.typed)) s << sep << to_string(*r), sep = ", ";
+  if (const auto* n = std::get_if<NormAttrs>(&a.typed)) s << sep << to_string(*n), sep = ", ";
+  if (const auto* b = std::get_if<BatchNormAttrs>(&a.typed)) s << sep << to_string(*b), sep = ", ";
   if (!a.ints.empty()) {
     field("ints") << "[";
     for (size_t i = 0; i < a.ints.size(); ++i) s << (i ? ", " : "") << a.ints[i];

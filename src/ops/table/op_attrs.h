@@ -6,7 +6,7 @@
 // PoolAttrs), stored in OpAttrs::typed and read by name (`c.attrs.as<ConvAttrs>().stride`); the
 // table's attrs column says which struct each op records, and the autograd stage checks it on every
 // recorded call. The other families still use the positional fields (ints, scalars, str, flag), whose
-// meaning each derivative file states at its top. Every attribute set is comparable, hashable and
+// meaning each derivative file states at its top. ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs and BatchNormAttrs exist so far. Every attribute set is comparable, hashable and
 // printable: the compiler's cache keys and graph dumps need all three. Tensors take part by their
 // metadata (sizes, dtype, device), not their values.
 #pragma once
@@ -44,9 +44,35 @@ struct PoolAttrs {
   auto operator<=>(const PoolAttrs&) const = default;
 };
 
+// The reductions and scans: dims as the caller gave them (empty: every dim; negative allowed; a scan's
+// one dim), keepdim, and the one number some of them take (var / std / var_mean: correction; norm: p).
+struct ReduceAttrs {
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+  double correction = 0;
+  double p = 2;
+  bool operator==(const ReduceAttrs&) const = default;
+};
+
+// native_layer_norm, native_rms_norm, native_add_layer_norm: the normalized trailing shape and eps
+// (the statistics the forward computed go in OpAttrs::tensors).
+struct NormAttrs {
+  std::vector<int64_t> normalized_shape;
+  double eps = 1e-5;
+  bool operator==(const NormAttrs&) const = default;
+};
+
+// native_batch_norm: batch statistics (training) or running ones, and eps (the saved statistics and
+// running buffers go in OpAttrs::tensors).
+struct BatchNormAttrs {
+  bool training = false;
+  double eps = 1e-5;
+  bool operator==(const BatchNormAttrs&) const = default;
+};
+
 // The op table's attrs column: which struct an op's calls carry (Positional: the generic fields).
-enum class AttrsKind : uint8_t { Positional, Conv, Pool };
-using TypedAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs>;
+enum class AttrsKind : uint8_t { Positional, Conv, Pool, Reduce, Norm, BatchNorm };
+using TypedAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs, BatchNormAttrs>;
 
 struct OpAttrs {
   std::vector<Scalar> scalars;
@@ -77,10 +103,16 @@ bool operator==(const OpAttrs& a, const OpAttrs& b);
 size_t hash_value(const OpAttrs& a);
 size_t hash_value(const ConvAttrs& a);
 size_t hash_value(const PoolAttrs& a);
+size_t hash_value(const ReduceAttrs& a);
+size_t hash_value(const NormAttrs& a);
+size_t hash_value(const BatchNormAttrs& a);
 // "ConvAttrs(stride=(2, 2), padding=(3, 3), dilation=(1, 1), output_padding=(0, 0), groups=1, kernel=(0, 0))";
 // an OpAttrs prints its set fields only, tensors as their metadata: "ints=[0, 1], flag=true, tensors=[int64(4, 5)]".
 std::string to_string(const ConvAttrs& a);
 std::string to_string(const PoolAttrs& a);
+std::string to_string(const ReduceAttrs& a);
+std::string to_string(const NormAttrs& a);
+std::string to_string(const BatchNormAttrs& a);
 std::string to_string(const OpAttrs& a);
 
 }  // namespace tessera
