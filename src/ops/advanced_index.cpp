@@ -244,7 +244,7 @@ Tensor index_put(const Tensor& x, const std::vector<std::optional<Tensor>>& indi
   Tensor out = index_put_fwd(x, indices, values, accumulate);
   if (should_record({&x, &values})) {
     OpAttrs attrs = index_attrs(indices);
-    attrs.flag = accumulate;
+    attrs.typed = IndexAttrs{.accumulate = accumulate};
     record_op(OpId::index_put, {x, values}, {out}, std::move(attrs));
   }
   return out;

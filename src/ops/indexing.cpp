@@ -16,7 +16,7 @@
 // Autograd (Note [Autograd stage]): each differentiable op computes its result with recording off
 // (the clone()s and reshape()s inside are its implementation, not steps to differentiate) and then
 // records itself once. Index tensors and masks take no gradient: they travel in attrs.tensors, the
-// wrapped dim in attrs.ints. nonzero and one_hot have integer outputs and record nothing.
+// wrapped dim in IndexAttrs. nonzero and one_hot have integer outputs and record nothing.
 #include <algorithm>
 
 #include "ops/autocast_hook.h"
@@ -147,7 +147,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = index_select_fwd(x, dim, index);
   if (should_record({&x})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_select");
-    record_op(OpId::index_select, {x}, {out}, make_attrs({d}, {index.reshape({-1})}));
+    record_op(OpId::index_select, {x}, {out}, OpAttrs{.tensors = {index.reshape({-1})}, .typed = IndexAttrs{.dim = d}});
   }
   return out;
 }
@@ -192,7 +192,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor out = gather_fwd(x, dim, index);
   if (should_record({&x})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "gather");
-    record_op(OpId::gather, {x}, {out}, make_attrs({d}, {index}));
+    record_op(OpId::gather, {x}, {out}, OpAttrs{.tensors = {index}, .typed = IndexAttrs{.dim = d}});
   }
   return out;
 }
@@ -207,7 +207,7 @@ Tensor record_scatter(OpId id, const Tensor& x, int64_t dim, const Tensor& index
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), op);
   std::vector<Tensor> inputs = {x};
   if (with_src) inputs.push_back(src);
-  record_op(id, inputs, {out}, make_attrs({d}, {index}));
+  record_op(id, inputs, {out}, OpAttrs{.tensors = {index}, .typed = IndexAttrs{.dim = d}});
   return out;
 }
 }  // namespace
@@ -288,9 +288,8 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   Tensor out = index_add_fwd(x, dim, index, source, alpha);
   if (should_record({&x, &source})) {
     const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "index_add");
-    OpAttrs attrs = make_attrs({d}, {index.reshape({-1})});
-    attrs.scalars.push_back(alpha);
-    record_op(OpId::index_add, {x, source}, {out}, std::move(attrs));
+    record_op(OpId::index_add, {x, source}, {out},
+              OpAttrs{.tensors = {index.reshape({-1})}, .typed = IndexAttrs{.dim = d, .alpha = alpha.to_double()}});
   }
   return out;
 }
@@ -374,12 +373,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     out = make_empty(ai.result_sizes, weight.dtype(), weight.device());  // indices.sizes() + (D,)
     index_kernel(weight.device(), out, ai.self, ai.plan);
   }
-  // attrs.flag: a padding_idx is given, wrapped into attrs.ints[0].
+  // IndexAttrs::padding_idx: the given padding_idx, wrapped (-1: none).
   if (should_record({&weight})) {
-    OpAttrs attrs = make_attrs({}, {indices});
-    attrs.flag = padding_idx.has_value();
-    if (padding_idx) attrs.ints.push_back(*padding_idx < 0 ? *padding_idx + weight.size(0) : *padding_idx);
-    record_op(id, {weight}, {out}, std::move(attrs));
+    const int64_t pad = !padding_idx ? -1 : *padding_idx < 0 ? *padding_idx + weight.size(0) : *padding_idx;
+    record_op(id, {weight}, {out}, OpAttrs{.tensors = {indices}, .typed = IndexAttrs{.padding_idx = pad}});
   }
   return out;
 }

@@ -119,7 +119,9 @@ Tensor recorded_norm(const Tensor& x, double p, const std::optional<Dims>& dims,
     NoRecordScope no_record(rec);
     out = norm_impl(x, p, dims, keepdim);
   }
-  if (rec) record_op(OpId::norm, {x}, {out}, OpAttrs{.typed = ReduceAttrs{.dims = dims_or_all(dims), .keepdim = keepdim, .p = p}});
+  if (rec)
+    record_op(OpId::norm, {x}, {out},
+              OpAttrs{.typed = ReduceAttrs{.dims = dims_or_all(dims), .keepdim = keepdim, .p = p}});
   return out;
 }
 

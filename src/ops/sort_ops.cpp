@@ -9,7 +9,7 @@
 // answer) and treats each NaN as distinct, as PyTorch's CPU kernel does.
 //
 // Autograd (Note [Autograd stage]): sort and topk record their values output (the indices take no
-// gradient and travel in attrs.tensors, the wrapped dim in attrs.ints); argsort and unique are not
+// gradient and travel in attrs.tensors, the wrapped dim in IndexAttrs); argsort and unique are not
 // differentiable and record nothing.
 #include "ops/autograd_hook.h"
 #include "ops/no_record.h"
@@ -32,7 +32,7 @@ Tensor as_1d(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
 
 // Records a values-and-indices op: the derivative scatters the values' gradient to the indices.
 void record_selection(OpId id, const Tensor& x, const Tensor& values, const Tensor& indices, int64_t d) {
-  if (should_record({&x})) record_op(id, {x}, {values}, make_attrs({d}, {indices}));
+  if (should_record({&x})) record_op(id, {x}, {values}, OpAttrs{.tensors = {indices}, .typed = IndexAttrs{.dim = d}});
 }
 
 }  // namespace

@@ -114,6 +114,25 @@ TEST(OpAttrs, NormAndBatchNormAttrs) {
   EXPECT_FALSE(ts::allclose(grad_at(1e-5), grad_at(10.0)));
 }
 
+TEST(OpAttrs, IndexAttrs) {
+  EXPECT_EQ(ts::to_string(ts::IndexAttrs{.dim = 1, .alpha = 2}),
+            "IndexAttrs(dim=1, alpha=2, accumulate=false, padding_idx=-1)");
+  EXPECT_NE(ts::IndexAttrs{.dim = 0}, ts::IndexAttrs{.dim = 1});
+  EXPECT_NE(ts::hash_value(ts::IndexAttrs{.accumulate = true}), ts::hash_value(ts::IndexAttrs{}));
+  for (ts::OpId id : {ts::OpId::index_select, ts::OpId::gather, ts::OpId::scatter_add, ts::OpId::index_add,
+                      ts::OpId::index_put, ts::OpId::embedding, ts::OpId::sort, ts::OpId::topk})
+    EXPECT_EQ(ts::op_info(id).attrs, ts::AttrsKind::Index) << ts::op_name(id);
+  // index_add's backward reads alpha by name; embedding's, padding_idx (its row gets no gradient).
+  ts::Tensor src = ts::randn({2, 3}, ts::kFloat64).requires_grad_();
+  ts::Tensor idx = ts::tensor(std::vector<int64_t>{0, 2}, {2});
+  ts::Tensor y = ts::index_add(ts::zeros({4, 3}, ts::kFloat64), 0, idx, src, 3.0);
+  EXPECT_TRUE(ts::testing::all_close(ts::autograd::grad({y.sum()}, {src})[0], ts::full({2, 3}, 3.0, ts::kFloat64)));
+  ts::Tensor w = ts::randn({5, 2}, ts::kFloat64).requires_grad_();
+  ts::Tensor e = ts::embedding(w, ts::tensor(std::vector<int64_t>{1, 3, 1}, {3}), 1);
+  ts::Tensor gw = ts::autograd::grad({e.sum()}, {w})[0];
+  EXPECT_EQ(gw.tolist<double>(), (std::vector<double>{0, 0, 0, 0, 0, 0, 1, 1, 0, 0}));
+}
+
 TEST(OpAttrs, AskingForTheWrongStructIsAClearError) {
   const ts::OpAttrs a = conv({});
   EXPECT_NO_THROW(a.as<ts::ConvAttrs>());

@@ -5,8 +5,8 @@
 // accumulation, masked_select <-> index_put through the mask. Positions an op overwrote (scatter,
 // masked_fill, index_put without accumulation) get no gradient for self: the gradient is written over
 // with zeros by the same op. Index tensors and masks come from attrs.tensors (never differentiated);
-// the wrapped dim from attrs.ints[0]. Gradients may keep a broadcast shape: the engine sums them down
-// to the input's (masked_fill, index_put values).
+// the wrapped dim and the other arguments from IndexAttrs. Gradients may keep a broadcast shape: the
+// engine sums them down to the input's (masked_fill, index_put values).
 #include "autograd/derivatives/derivatives.h"
 
 namespace tessera::autograd {
@@ -39,19 +39,19 @@ Tensor zero_extend(Tensor t, const Shape& sizes) {
 // ---- one-dim ops: index_select, gather, scatter, scatter_add, index_add ----------------------------
 
 V index_select_back(const BackwardContext& c, const V& g) {
-  const int64_t d = c.attrs.ints.at(0);
+  const int64_t d = c.attrs.as<IndexAttrs>().dim;
   return {index_add(zeros_of(c.input_meta[0], g[0]), d, c.attrs.tensors.at(0), g[0])};
 }
 
 V gather_back(const BackwardContext& c, const V& g) {
-  const int64_t d = c.attrs.ints.at(0);
+  const int64_t d = c.attrs.as<IndexAttrs>().dim;
   return {scatter_add(zeros_of(c.input_meta[0], g[0]), d, c.attrs.tensors.at(0), g[0])};
 }
 
 // scatter (inputs {self, src}, or {self} when a value was scattered): the scattered positions of self
 // were overwritten; src's read block receives the gradient at the positions it was written to.
 V scatter_back(const BackwardContext& c, const V& g) {
-  const int64_t d = c.attrs.ints.at(0);
+  const int64_t d = c.attrs.as<IndexAttrs>().dim;
   const Tensor& index = c.attrs.tensors.at(0);
   V out(c.input_meta.size());
   if (needs(c, 0)) out[0] = scatter(g[0], d, index, Scalar(0));
@@ -60,7 +60,7 @@ V scatter_back(const BackwardContext& c, const V& g) {
 }
 
 V scatter_add_back(const BackwardContext& c, const V& g) {
-  const int64_t d = c.attrs.ints.at(0);
+  const int64_t d = c.attrs.as<IndexAttrs>().dim;
   V out(2);
   if (needs(c, 0)) out[0] = g[0];
   if (needs(c, 1)) out[1] = zero_extend(gather(g[0], d, c.attrs.tensors.at(0)), c.input_meta[1].sizes);
@@ -68,15 +68,15 @@ V scatter_add_back(const BackwardContext& c, const V& g) {
 }
 
 V index_add_back(const BackwardContext& c, const V& g) {
-  const int64_t d = c.attrs.ints.at(0);
-  const Scalar& alpha = c.attrs.scalars.at(0);
+  const int64_t d = c.attrs.as<IndexAttrs>().dim;
+  const double alpha = c.attrs.as<IndexAttrs>().alpha;
   V out(2);
   if (needs(c, 0)) out[0] = g[0];
   if (needs(c, 1)) {
     Tensor s = index_select(g[0], d, c.attrs.tensors.at(0));
     // A 0-dim source of a 0-dim self: index_select keeps the 0 dims.
     if (c.input_meta[1].sizes.empty() && s.dim() == 1) s = s.reshape({});
-    out[1] = alpha.to<double>() == 1.0 ? s : mul(s, alpha);
+    out[1] = alpha == 1.0 ? s : mul(s, alpha);
   }
   return out;
 }
@@ -88,12 +88,12 @@ V index_back(const BackwardContext& c, const V& g) {
   return {index_put(zeros_of(c.input_meta[0], g[0]), index_list(c.attrs), g[0], /*accumulate=*/true)};
 }
 
-// index_put (inputs {self, values}; attrs.flag = accumulate).
+// index_put (inputs {self, values}; IndexAttrs::accumulate).
 V index_put_back(const BackwardContext& c, const V& g) {
   const auto indices = index_list(c.attrs);
   V out(2);
   if (needs(c, 0)) {
-    out[0] = c.attrs.flag ? g[0]
+    out[0] = c.attrs.as<IndexAttrs>().accumulate ? g[0]
                           : index_put(g[0], indices, zeros({}, TensorOptions(g[0].dtype(), g[0].device())), false);
   }
   if (needs(c, 1)) {
@@ -125,14 +125,15 @@ V masked_select_back(const BackwardContext& c, const V& g) {
 
 // ---- embedding --------------------------------------------------------------------------------------
 
-// Rows picked several times accumulate; lookups of padding_idx (attrs.flag, attrs.ints[0]) send no
+// Rows picked several times accumulate; lookups of padding_idx (IndexAttrs, -1: none) send no
 // gradient to their row, as PyTorch's embedding_backward.
 V embedding_back(const BackwardContext& c, const V& g) {
   const SlotMeta& w = c.input_meta[0];
   const int64_t dim = w.sizes.at(1);
   Tensor idx = c.attrs.tensors.at(0).reshape({-1});
   Tensor rows = g[0].reshape({-1, dim});
-  if (c.attrs.flag) rows = masked_fill(rows, eq(idx, Scalar(c.attrs.ints.at(0))).unsqueeze(1), Scalar(0));
+  const int64_t pad = c.attrs.as<IndexAttrs>().padding_idx;
+  if (pad >= 0) rows = masked_fill(rows, eq(idx, Scalar(pad)).unsqueeze(1), Scalar(0));
   return {index_add(zeros_of(w, g[0]), 0, idx, rows)};
 }
 

@@ -165,7 +165,7 @@ V pad_map_back(const BackwardContext& c, const V& g) {
 V selection_back(const BackwardContext& c, const V& g) {
   const SlotMeta& x = c.input_meta[0];
   Tensor base = zeros(x.sizes, TensorOptions(g[0].dtype(), x.device));
-  return {scatter(base, c.attrs.ints.at(0), c.attrs.tensors.at(0), g[0])};
+  return {scatter(base, c.attrs.as<IndexAttrs>().dim, c.attrs.tensors.at(0), g[0])};
 }
 
 }  // namespace

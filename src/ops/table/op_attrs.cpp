@@ -22,8 +22,7 @@ std::string hw(HW v) {
 
 // A Scalar compares by its kind and value (bool, integer or floating, as it was given).
 bool same_scalar(const Scalar& a, const Scalar& b) {
-  if (a.is_bool() != b.is_bool() || a.is_integral() != b.is_integral() || a.is_floating_point() != b.is_floating_point())
-    return false;
+  if (a.is_bool() != b.is_bool() || a.is_integral() != b.is_integral()) return false;
   if (a.is_floating_point()) {
     const double x = a.to_double(), y = b.to_double();
     return x == y || (x != x && y != y);  // NaN equals NaN here: attributes are keys, not arithmetic
@@ -57,6 +56,7 @@ const char* OpAttrs::attrs_kind_name(AttrsKind k) {
     case AttrsKind::Reduce: return "ReduceAttrs";
     case AttrsKind::Norm: return "NormAttrs";
     case AttrsKind::BatchNorm: return "BatchNormAttrs";
+    case AttrsKind::Index: return "IndexAttrs";
   }
   return "?";
 }
@@ -110,6 +110,15 @@ size_t hash_value(const BatchNormAttrs& a) {
   return h;
 }
 
+size_t hash_value(const IndexAttrs& a) {
+  size_t h = 0x494e4458;  // "INDX"
+  mix_int(h, a.dim);
+  mix(h, std::hash<double>()(a.alpha == 0 ? 0.0 : a.alpha));
+  mix_int(h, a.accumulate);
+  mix_int(h, a.padding_idx);
+  return h;
+}
+
 size_t hash_value(const OpAttrs& a) {
   size_t h = static_cast<size_t>(a.kind());
   if (const auto* c = std::get_if<ConvAttrs>(&a.typed)) mix(h, hash_value(*c));
@@ -117,6 +126,7 @@ size_t hash_value(const OpAttrs& a) {
   if (const auto* r = std::get_if<ReduceAttrs>(&a.typed)) mix(h, hash_value(*r));
   if (const auto* n = std::get_if<NormAttrs>(&a.typed)) mix(h, hash_value(*n));
   if (const auto* b = std::get_if<BatchNormAttrs>(&a.typed)) mix(h, hash_value(*b));
+  if (const auto* x = std::get_if<IndexAttrs>(&a.typed)) mix(h, hash_value(*x));
   for (int64_t v : a.ints) mix_int(h, v);
   for (const Scalar& s : a.scalars) {
     // Equal scalars hash equal: the kind, then the value as same_scalar compares it.
@@ -173,6 +183,13 @@ std::string to_string(const BatchNormAttrs& a) {
   return s.str();
 }
 
+std::string to_string(const IndexAttrs& a) {
+  std::ostringstream s;
+  s << "IndexAttrs(dim=" << a.dim << ", alpha=" << a.alpha << ", accumulate=" << (a.accumulate ? "true" : "false")
+    << ", padding_idx=" << a.padding_idx << ")";
+  return s.str();
+}
+
 std::string to_string(const OpAttrs& a) {
   std::ostringstream s;
   const char* sep = "";
@@ -186,6 +203,7 @@ std::string to_string(const OpAttrs& a) {
   if (const auto* r = std::get_if<ReduceAttrs>(&a.typed)) s << sep << to_string(*r), sep = ", ";
   if (const auto* n = std::get_if<NormAttrs>(&a.typed)) s << sep << to_string(*n), sep = ", ";
   if (const auto* b = std::get_if<BatchNormAttrs>(&a.typed)) s << sep << to_string(*b), sep = ", ";
+  if (const auto* x = std::get_if<IndexAttrs>(&a.typed)) s << sep << to_string(*x), sep = ", ";
   if (!a.ints.empty()) {
     field("ints") << "[";
     for (size_t i = 0; i < a.ints.size(); ++i) s << (i ? ", " : "") << a.ints[i];

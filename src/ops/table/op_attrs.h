@@ -6,7 +6,8 @@
 // PoolAttrs), stored in OpAttrs::typed and read by name (`c.attrs.as<ConvAttrs>().stride`); the
 // table's attrs column says which struct each op records, and the autograd stage checks it on every
 // recorded call. The other families still use the positional fields (ints, scalars, str, flag), whose
-// meaning each derivative file states at its top. ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs and BatchNormAttrs exist so far. Every attribute set is comparable, hashable and
+// meaning each derivative file states at its top. ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs,
+// BatchNormAttrs and IndexAttrs exist so far. Every attribute set is comparable, hashable and
 // printable: the compiler's cache keys and graph dumps need all three. Tensors take part by their
 // metadata (sizes, dtype, device), not their values.
 #pragma once
@@ -70,9 +71,21 @@ struct BatchNormAttrs {
   bool operator==(const BatchNormAttrs&) const = default;
 };
 
+// The indexing and selection ops: the wrapped dim (index_select, gather, scatter, scatter_add,
+// index_add, sort, topk), index_add's alpha, index_put's accumulate, embedding's padding_idx (wrapped;
+// -1: none). Index tensors travel in OpAttrs::tensors.
+struct IndexAttrs {
+  int64_t dim = 0;
+  double alpha = 1;
+  bool accumulate = false;
+  int64_t padding_idx = -1;
+  bool operator==(const IndexAttrs&) const = default;
+};
+
 // The op table's attrs column: which struct an op's calls carry (Positional: the generic fields).
-enum class AttrsKind : uint8_t { Positional, Conv, Pool, Reduce, Norm, BatchNorm };
-using TypedAttrs = std::variant<std::monostate, ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs, BatchNormAttrs>;
+enum class AttrsKind : uint8_t { Positional, Conv, Pool, Reduce, Norm, BatchNorm, Index };
+using TypedAttrs =
+    std::variant<std::monostate, ConvAttrs, PoolAttrs, ReduceAttrs, NormAttrs, BatchNormAttrs, IndexAttrs>;
 
 struct OpAttrs {
   std::vector<Scalar> scalars;
@@ -106,6 +119,7 @@ size_t hash_value(const PoolAttrs& a);
 size_t hash_value(const ReduceAttrs& a);
 size_t hash_value(const NormAttrs& a);
 size_t hash_value(const BatchNormAttrs& a);
+size_t hash_value(const IndexAttrs& a);
 // "ConvAttrs(stride=(2, 2), padding=(3, 3), dilation=(1, 1), output_padding=(0, 0), groups=1, kernel=(0, 0))";
 // an OpAttrs prints its set fields only, tensors as their metadata: "ints=[0, 1], flag=true, tensors=[int64(4, 5)]".
 std::string to_string(const ConvAttrs& a);
@@ -113,6 +127,7 @@ std::string to_string(const PoolAttrs& a);
 std::string to_string(const ReduceAttrs& a);
 std::string to_string(const NormAttrs& a);
 std::string to_string(const BatchNormAttrs& a);
+std::string to_string(const IndexAttrs& a);
 std::string to_string(const OpAttrs& a);
 
 }  // namespace tessera
