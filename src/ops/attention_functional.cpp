@@ -18,13 +18,12 @@
 
 #include "ops/attention_ops.h"
 #include "ops/autocast_hook.h"
+#include "ops/nn_functional_ops.h"
 #include "ops/op_scope.h"
 #include "tessera/cuda.h"
 #include "tessera/functions.h"
-#include "tessera/nn/functional.h"
 
-namespace tessera::nn {
-namespace functional {
+namespace tessera::op {
 namespace {
 // (L, S) bool, true where key j comes after query i.
 Tensor causal_blocked(int64_t l, int64_t s, Device device) {
@@ -73,6 +72,4 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return matmul(attn, v);
 }
 
-}  // namespace functional
-
-}  // namespace tessera::nn
+}  // namespace tessera::op

@@ -1,11 +1,11 @@
-// nn::functional::bilinear, an op of the table: y = x1^T W x2 + b as two matmuls (PyTorch's
+// bilinear (nn::functional::bilinear), an op of the table: y = x1^T W x2 + b as two matmuls (PyTorch's
 // aten::bilinear is a composition too). Autocast's Promote policy casts mixed float inputs first.
 #include "ops/autocast_hook.h"
+#include "ops/nn_functional_ops.h"
 #include "ops/op_scope.h"
 #include "tessera/functions.h"
-#include "tessera/nn/functional.h"
 
-namespace tessera::nn::functional {
+namespace tessera::op {
 
 Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const std::optional<Tensor>& bias) {
   if (autocast_pending()) [[unlikely]]
@@ -36,4 +36,4 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   return y.reshape(batch);
 }
 
-}  // namespace tessera::nn::functional
+}  // namespace tessera::op

@@ -1,7 +1,7 @@
-// Losses: nn::functional's loss functions, ops of the table (each opens its OpScope, so that the
-// profiler and the tracer see the loss as one op with its parts inside). Written as compositions of
-// tessera ops with PyTorch's formulas (aten/src/ATen/native/Loss*.cpp); the loss modules are in
-// src/nn/loss.cpp:
+// Losses: the ops behind nn::functional's loss functions (ops/nn_functional_ops.h); each opens its
+// OpScope, so that the profiler and the tracer see the loss as one op with its parts inside. Written
+// as compositions of tessera ops with PyTorch's formulas (aten/src/ATen/native/Loss*.cpp); the loss
+// modules are in src/nn/loss.cpp:
 // - cross_entropy = nll_loss(log_softmax(input)); label smoothing mixes in the mean of -log p over
 //   classes, normalized as nll's mean is (by the weight of the non-ignored targets). With class-index
 //   targets it runs fused (ops/loss_ops.h: one kernel per direction, no (N, C) log-probabilities);
@@ -13,13 +13,12 @@
 #include <cmath>
 
 #include "tessera/functions.h"
-#include "tessera/nn/functional.h"
 #include "ops/autocast_hook.h"
 #include "ops/loss_ops.h"
+#include "ops/nn_functional_ops.h"
 #include "ops/op_scope.h"
 
-namespace tessera::nn {
-namespace functional {
+namespace tessera::op {
 namespace {
 
 void check_reduction(const char* op, const std::string& reduction, bool batchmean_ok = false) {
@@ -299,6 +298,4 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
   return reduce(loss, reduction);
 }
 
-}  // namespace functional
-
-}  // namespace tessera::nn
+}  // namespace tessera::op

@@ -11,16 +11,15 @@
 
 #include "tessera/autograd.h"
 #include "tessera/functions.h"
-#include "tessera/nn/functional.h"
 #include "tessera/amp.h"
 #include "ops/autocast_hook.h"
 #include "ops/batch_norm_ops.h"
 #include "ops/norm_ops.h"
+#include "ops/nn_functional_ops.h"
 #include "ops/op_scope.h"
 #include "tensor/type_promotion.h"
 
-namespace tessera::nn {
-namespace functional {
+namespace tessera::op {
 namespace {
 
 bool is_16bit(DType t) { return t == kFloat16 || t == kBFloat16; }
@@ -214,6 +213,4 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-}  // namespace functional
-
-}  // namespace tessera::nn
+}  // namespace tessera::op

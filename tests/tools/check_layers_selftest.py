@@ -27,6 +27,8 @@ assert code == 0, out
 cases = {
     "upward": ({"src/tensor/x.cpp": '#include "ops/op_scope.h"\n'}, "tensor (rank 2) includes ops/op_scope.h"),
     "sideways": ({"src/nn/x.cpp": '#include "models/gpt2.h"\n'}, "nn (rank 8) includes models/gpt2.h"),
+    "public_api_upward": ({"src/ops/x.cpp": '#include "tessera/nn/functional.h"\n'},
+                          "ops (rank 4) includes tessera/nn/functional.h"),
     "slot": ({"src/optim/x.cpp": '#include "ops/optim_kernel.h"\n'}, "kernel slot header ops/optim_kernel.h"),
     "dispatch_in_kernel": ({"src/kernels/cuda/x.cu": '#include "ops/table/op_table.h"\n'}, "dispatch header"),
     "cuda_public": ({"include/tessera/x.h": "#include <cuda_runtime.h>\n"}, "public header includes cuda_runtime.h"),
