@@ -17,7 +17,6 @@
 // timesteps) is converted once and every use shares one autograd node. Only casts made with grad
 // mode on are cached (a cast made under no_grad has no history to share). The entry holds the
 // source tensor, so its address cannot be reused by another tensor while the entry lives.
-#include <string_view>
 #include <unordered_map>
 
 #include "amp/amp_stage.h"

@@ -61,9 +61,4 @@ TracerStage* set_tracer_stage(TracerStage* tracer) {
   return prev;
 }
 
-TracerStage* tracer_stage() {
-  std::lock_guard<std::mutex> g(g_mu);
-  return g_tracer;
-}
-
 }  // namespace tessera

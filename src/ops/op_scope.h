@@ -49,7 +49,6 @@ void add_op_observer(OpObserver* observer);
 void remove_op_observer(OpObserver* observer);
 // Installs `tracer` (nullptr removes it); returns the one it replaces.
 TracerStage* set_tracer_stage(TracerStage* tracer);
-TracerStage* tracer_stage();
 
 namespace detail {
 void notify_enter(const OpEvent& e);

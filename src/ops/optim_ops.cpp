@@ -7,8 +7,11 @@
 namespace tessera {
 namespace {
 
-bool fusable(bool has_kernel, const Tensor& p) {
-  return has_kernel && p.defined() && p.is_contiguous() && (p.dtype() == kFloat32 || p.dtype() == kFloat64);
+// A defined, contiguous float32 or float64 parameter whose device type has the kernel.
+template <class Fn>
+bool fusable(const KernelSlot<Fn>& slot, const Tensor& p) {
+  return p.defined() && slot.has(p.device().type()) && p.is_contiguous() &&
+         (p.dtype() == kFloat32 || p.dtype() == kFloat64);
 }
 
 // `list` has one entry per parameter, each contiguous with the parameter's sizes, dtype and device.
@@ -43,8 +46,8 @@ void bump_versions(const TensorList& tensors) {
 
 }  // namespace
 
-bool fused_sgd_supported(const Tensor& p) { return fusable(p.defined() && sgd_kernel.has(p.device().type()), p); }
-bool fused_adam_supported(const Tensor& p) { return fusable(p.defined() && adam_kernel.has(p.device().type()), p); }
+bool fused_sgd_supported(const Tensor& p) { return fusable(sgd_kernel, p); }
+bool fused_adam_supported(const Tensor& p) { return fusable(adam_kernel, p); }
 
 void fused_sgd_(const TensorList& params, const TensorList& grads, const TensorList& momentum_buffers,
                 const std::vector<uint8_t>& new_buffer, const SGDKernelParams& p) {

@@ -43,6 +43,9 @@ struct Builder {
            std::function<V(const V&)> fn, std::optional<testing::Tolerance> tol = std::nullopt, bool values = true) {
     cases.push_back(Case{op, op + "__" + variant, std::move(in), std::move(expr), std::move(fn), tol, values});
   }
+  // Marks the case added last as one whose output takes no gradient of its inputs (a factory shaped
+  // like its input, sorting indices, a conversion to an integer dtype, a host number).
+  void no_gradient() { cases.back().differentiable = false; }
   void add_error(std::string op, std::string variant, V in, std::string expr, std::function<V(const V&)> fn) {
     add(std::move(op), std::move(variant), std::move(in), std::move(expr), std::move(fn));
     cases.back().expect_error = true;
@@ -79,8 +82,10 @@ void creation(Builder& b) {
   b.add("linspace", "f64", {}, "torch.linspace(0, 1, 11, dtype=torch.float64)", [](const V&) { return V{linspace(0, 1, 11, {kFloat64, case_device()})}; });
   b.add("eye", "rect", {}, "torch.eye(3, 5)", [](const V&) { return V{eye(3, 5, case_device())}; });
   b.add("zeros_like", "f16", {N({2, 3}, kFloat16)}, "torch.zeros_like(x[0])", [](const V& x) { return V{zeros_like(x[0])}; });
+  b.no_gradient();
   b.add("ones_like", "i64", {I({4}, 0, 5)}, "torch.ones_like(x[0])", [](const V& x) { return V{ones_like(x[0])}; });
   b.add("full_like", "f32", {N({3})}, "torch.full_like(x[0], 4.0)", [](const V& x) { return V{full_like(x[0], 4.0)}; });
+  b.no_gradient();
   b.add("empty_like", "f32", {N({3, 2})}, "torch.empty_like(x[0])", [](const V& x) { return V{empty_like(x[0])}; }, {}, false);
   // Random ops: PyTorch's generator differs, so sizes and dtypes only.
   b.add("rand", "shape", {}, "torch.rand(3, 4)", [](const V&) { return V{rand({3, 4}, case_device())}; }, {}, false);
@@ -445,6 +450,7 @@ void shape_ops(Builder& b) {
         [](const V& x) { auto [v, i] = sort(x[0], 1, true, true); return V{v, i}; });
   b.add("sort", "nan", {tensor({3.0, NAN, -1.0, 2.0})}, "torch.sort(x[0])", [](const V& x) { auto [v, i] = sort(x[0]); return V{v, i}; });
   b.add("argsort", "dim0", {N({6, 3})}, "torch.argsort(x[0], 0)", [](const V& x) { return V{argsort(x[0], 0)}; });
+  b.no_gradient();
   b.add("unique", "inverse_counts", {I({12}, 0, 5)}, "torch.unique(x[0], return_inverse=True, return_counts=True)",
         [](const V& x) { auto [u, inv, cnt] = unique(x[0], true, true, true); return V{u, inv, cnt}; });
   b.add("unique", "float", {I({3, 4}, 0, 4).to(kFloat32)}, "torch.unique(x[0])", [](const V& x) { return V{std::get<0>(unique(x[0]))}; });
@@ -472,10 +478,13 @@ void views_and_copies(Builder& b) {
     Tensor src = to == kUInt8 ? randu({20}, 0, 250) : N({20}) * 100.0;
     b.add("to", std::string("f32_to_") + dn(to), {src}, std::string("x[0].to(") + torch_dtype(to) + ")",
           [to](const V& x) { return V{x[0].to(to)}; });
+    if (!is_floating_point(to)) b.no_gradient();
   }
   b.add("to", "f64_to_f16_rounding", {randu({50}, -70000, 70000, kFloat64)}, "x[0].to(torch.float16)", [](const V& x) { return V{x[0].to(kFloat16)}; });
   b.add("to", "bf16_to_i64", {N({20}, kBFloat16) * 50.0}, "x[0].to(torch.int64)", [](const V& x) { return V{x[0].to(kInt64)}; });
+  b.no_gradient();
   b.add("item", "f16", {N({}, kFloat16)}, "torch.tensor(x[0].item(), dtype=torch.float64)", [](const V& x) { return V{scalar_tensor(x[0].item(), {kFloat64, x[0].device()})}; });
+  b.no_gradient();
   b.add("allclose", "close", {N({5}), N({5}) + 1e-7}, "torch.allclose(x[0], x[1])", [](const V& x) { return V{scalar_tensor(allclose(x[0], x[1]), x[0].device())}; });
   b.add("equal", "diff", {N({5}), N({5}, kFloat32, 2)}, "torch.equal(x[0], x[1])", [](const V& x) { return V{scalar_tensor(equal(x[0], x[1]), x[0].device())}; });
 }

@@ -21,6 +21,7 @@ struct Case {
   std::optional<testing::Tolerance> tol;
   bool compare_values = true;        // false for random ops: sizes and dtype only
   bool expect_error = false;         // PyTorch must raise, and tessera the error class that answers it
+  bool differentiable = true;        // false: the output carries no gradient of the inputs (no grad case)
 };
 
 std::vector<Case> all_cases();

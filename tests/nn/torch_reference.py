@@ -14,15 +14,16 @@ usage: /usr/bin/python3 tests/nn/torch_reference.py
 import json
 import math
 import os
-import struct
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import safetensors_io  # noqa: E402  (tests/common: the one safetensors reader and writer of the tests)
 OUT = os.path.join(HERE, "data", "torch_reference.safetensors")
-CODES = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64", torch.bool: "BOOL"}
 
 T = {}
 META = {}
@@ -46,22 +47,8 @@ def randomize(m):
 
 
 def write(path):
-    header, chunks, off = {}, [], 0
-    for name in sorted(T):
-        t = T[name].contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    header["__metadata__"] = META
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
+    safetensors_io.write(path, T, META)
 
 
 def modules():

@@ -10,52 +10,19 @@ OUTPUTS gets "<name>/param.<j>" and the optimizer state as "<name>/state.<index>
 0-dim float64). For each scheduler case, OUTPUTS gets "<name>/lr" and "<name>/momentum", float64
 (steps + 1, groups): get_last_lr() and each group's momentum (or beta1) after construction and after
 every optimizer.step(); scheduler.step() pair.
-The safetensors format is read and written with the standard library so that only torch is needed.
+The safetensors files are read and written by tests/common/safetensors_io.py (standard library and torch).
 """
 import json
-import struct
+import os
 import sys
 import warnings
 
 import torch
 import torch.optim.lr_scheduler as S
 
-DTYPES = {"F64": torch.float64, "F32": torch.float32, "I64": torch.int64}
-CODES = {v: k for k, v in DTYPES.items()}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from safetensors_io import read, write  # noqa: E402
 NAMED = {"float32": torch.float32, "float64": torch.float64}
-
-
-def read(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        b, e = info["data_offsets"]
-        buf = bytearray(data[base + b:base + e])
-        dt = DTYPES[info["dtype"]]
-        t = torch.frombuffer(buf, dtype=dt) if buf else torch.empty(0, dtype=dt)
-        tensors[name] = t.reshape(info["shape"])
-    return tensors, meta
-
-
-def write(path, tensors):
-    header, chunks, off = {}, [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for c in chunks:
-            f.write(c)
 
 
 def kwargs_of(d):
@@ -126,7 +93,7 @@ def main():
         run_optim_case(case, inputs, out)
     for case in json.loads(meta.get("sched_cases", "[]")):
         run_sched_case(case, out)
-    write(sys.argv[2], out)
+    write(sys.argv[2], out, {})
 
 
 if __name__ == "__main__":
