@@ -50,7 +50,12 @@ TEST(CheckpointFaults, KilledWhileSavingLeavesAWholeCheckpoint) {
   const fs::path dir = scratch("kill");
   ts::models::MLP m(64, {256, 256}, 10);  // ~85k parameters: a save takes long enough to be cut
   fill(m, 1.0);
+  // How long one save takes here (its fsyncs dominate, and a slow disk makes them slow): the kills
+  // land at fractions of it, so that they cut a save in its middle on any machine.
+  const auto t0 = std::chrono::steady_clock::now();
   ts::save_checkpoint(dir.string(), m, nullptr, nullptr, 1);
+  const auto save_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   // The child only writes (no kernels: OpenMP's thread pool does not survive fork), so the models
   // it saves are filled here.
   std::vector<std::unique_ptr<ts::models::MLP>> versions;
@@ -58,26 +63,38 @@ TEST(CheckpointFaults, KilledWhileSavingLeavesAWholeCheckpoint) {
     versions.push_back(std::make_unique<ts::models::MLP>(64, std::vector<int64_t>{256, 256}, 10));
     fill(*versions.back(), 2.0 + k);
   }
-  int cut = 0;
   for (int round = 0; round < 12; ++round) {
+    int done[2];
+    ASSERT_EQ(::pipe(done), 0);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
-    if (child == 0) {  // saves forever, each save of the value it names as its step
-      for (int k = 0;; k = (k + 1) % 4) ts::save_checkpoint(dir.string(), *versions[k], nullptr, nullptr, 2 + k);
+    if (child == 0) {  // saves forever, each save of the value it names as its step; a byte per save
+      ::close(done[0]);
+      for (int k = 0;; k = (k + 1) % 4) {
+        ts::save_checkpoint(dir.string(), *versions[k], nullptr, nullptr, 2 + k);
+        const char b = 1;
+        if (::write(done[1], &b, 1) != 1) ::_exit(7);
+      }
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(3000 + 7919 * round % 20000));
+    ::close(done[1]);
+    // Once the child has replaced the checkpoint at least once, kill it somewhere in a later save:
+    // the delay walks from the start of a save to past its end.
+    char b = 0;
+    ASSERT_EQ(::read(done[0], &b, 1), 1) << "round " << round << ": the child died before its first save";
+    std::this_thread::sleep_for(std::chrono::microseconds(save_us * (1 + round % 6) / 4));
     ::kill(child, SIGKILL);
     int status = 0;
     ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status));
+    ::close(done[0]);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "round " << round;
     ts::models::MLP back(64, {256, 256}, 10);
     int64_t step = -1;
     ASSERT_NO_THROW(step = ts::load_checkpoint(dir.string(), back)) << "round " << round;
-    // Whichever save was the last whole one: its step and its values agree.
+    // Whichever save was the last whole one: its step and its values agree, and it is one of the
+    // child's (the first replace completed before the kill).
+    EXPECT_GT(step, 1) << "round " << round;
     EXPECT_EQ(common_value(back), static_cast<double>(step)) << "round " << round;
-    cut += step > 1;
   }
-  EXPECT_GT(cut, 0) << "no child finished a save before it was killed: the test did not exercise a replace";
   remove_siblings(dir);
 }
 
