@@ -18,5 +18,6 @@
 #include "tessera/nn.h"
 #include "tessera/models.h"
 #include "tessera/checkpoint.h"
+#include "tessera/compile.h"
 #include "tessera/profiler.h"
 #include "tessera/cuda_graph.h"

@@ -8,6 +8,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/graph.h"
 #include "ops/autocast_hook.h"
+#include "ops/trace_hook.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -203,8 +204,15 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& roots, const char* op) {
 void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
 bool is_anomaly_enabled() { return t_anomaly; }
 
+// A backward pass inside a program that the compiler captures ends its graph: gradients reach .grad
+// by assignment, which no trace record shows (the compiled forward is differentiated instead).
+static void break_capture(const char* what) {
+  if (tessera::detail::t_capturing && tessera::detail::t_op_depth == 0) tessera::detail::trace_host_read(what);
+}
+
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
               std::optional<bool> retain_graph, bool create_graph) {
+  break_capture("backward(): the backward pass is not captured yet; compile the forward and call backward() on its result");
   std::vector<Edge> roots = root_edges(tensors, "backward");
   std::vector<Tensor> grads = default_root_grads(tensors, grad_tensors, "backward");
   run(roots, grads, retain_graph.value_or(create_graph), create_graph, {});
@@ -213,6 +221,7 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
                          bool create_graph, bool allow_unused) {
+  break_capture("autograd::grad(): the backward pass is not captured yet; compile the forward instead");
   std::vector<Edge> roots = root_edges(outputs, "grad");
   std::vector<Tensor> grads = default_root_grads(outputs, grad_outputs, "grad");
   std::vector<Edge> targets;

@@ -21,8 +21,11 @@ void check_inplace(const char* op, const Tensor& self) {
 }
 
 void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {
+  if (capturing()) [[unlikely]]
+    detail::trace_record(op, inputs, {self}, attrs);
   if (!is_grad_enabled() || autograd_stage() == nullptr) return;
-  if (!requires_grad(self) && !should_record(inputs)) return;
-  record_op(op, inputs, {self}, std::move(attrs));
+  // Self's history continues from this op even when no input requires grad (the write cuts it).
+  if (!requires_grad(self) && !grad_recording(inputs)) return;
+  autograd_stage()->record(op, inputs, {self}, std::move(attrs));
 }
 }  // namespace tessera

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/table/op_table.h"
+#include "ops/trace_hook.h"
 #include "runtime/grad_mode.h"
 #include "tensor/tensor_impl.h"
 #include "tessera/scalar.h"
@@ -37,17 +38,31 @@ inline bool requires_grad(const Tensor& t) {
   return t.defined() && t.impl()->autograd_meta && t.impl()->autograd_meta->requires_grad;
 }
 
-inline bool should_record(std::initializer_list<const Tensor*> inputs) {
+// Autograd's own condition: grad mode on, the stage registered, an input requiring grad.
+inline bool grad_recording(std::initializer_list<const Tensor*> inputs) {
   if (!is_grad_enabled() || autograd_stage() == nullptr) return false;
   for (const Tensor* t : inputs)
     if (t && requires_grad(*t)) return true;
   return false;
 }
-inline bool should_record(const std::vector<Tensor>& inputs) {
+inline bool grad_recording(const std::vector<Tensor>& inputs) {
   if (!is_grad_enabled() || autograd_stage() == nullptr) return false;
   for (const Tensor& t : inputs)
     if (requires_grad(t)) return true;
   return false;
+}
+
+// Whether the op should call record_op: for autograd, or for the compiler's capture (Note [Trace
+// records] in ops/trace_hook.h).
+inline bool should_record(std::initializer_list<const Tensor*> inputs) { return capturing() || grad_recording(inputs); }
+inline bool should_record(const std::vector<Tensor>& inputs) { return capturing() || grad_recording(inputs); }
+
+// The autograd node only, for an op that gives the capture a record of its own (its call's
+// arguments, where the derivative's record holds tensors the capture cannot see: Note [Trace records]).
+inline void record_op_untraced(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                               OpAttrs attrs = {}) {
+  if (op_info(op).grad == OpGrad::Formula && grad_recording(inputs))
+    autograd_stage()->record(op, inputs, outputs, std::move(attrs));
 }
 
 // Before an in-place op writes `self`: refuses leaves that require grad, and views of tensors that
@@ -57,9 +72,14 @@ void check_inplace(const char* op, const Tensor& self);
 // the op ("rebase"). Does nothing unless self or an input takes part in autograd.
 void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});
 
+// The trace record goes to the capture when one runs; the autograd node is made for rows with a
+// derivative when autograd's own condition holds.
 inline void record_op(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       OpAttrs attrs = {}) {
-  autograd_stage()->record(op, inputs, outputs, std::move(attrs));
+  if (capturing()) [[unlikely]]
+    detail::trace_record(op, inputs, outputs, attrs);
+  if (op_info(op).grad == OpGrad::Formula && grad_recording(inputs))
+    autograd_stage()->record(op, inputs, outputs, std::move(attrs));
 }
 
 }  // namespace tessera

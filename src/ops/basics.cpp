@@ -39,6 +39,8 @@ uint64_t Tensor::version() const { return impl_->storage()->version(); }
 void* Tensor::data_ptr() const {
   TS_CHECK(defined(), ValueError, "data_ptr: undefined tensor");
   TS_CHECK(!is_meta(), DeviceError, "data_ptr: meta tensors have no data");
+  if (detail::t_capturing && detail::t_op_depth == 0) [[unlikely]]
+    detail::trace_host_read("data_ptr(): the program reads or writes tensor data itself");
   return impl_->data();
 }
 
@@ -61,7 +63,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
     copy_between_devices_kernel(is_cpu() ? src.device() : device(), *this, s, non_blocking);
   }
   impl_->bump_version();
-  record_inplace(OpId::copy_, *this, {src});
+  record_inplace(OpId::copy_, *this, {src}, OpAttrs{.flag = non_blocking});
   return *this;
 }
 
@@ -71,7 +73,7 @@ Tensor& Tensor::fill_(const Scalar& value) {
   check_writable("fill_", *this);
   fill_kernel(device(), *this, value);
   impl_->bump_version();
-  record_inplace(OpId::fill_, *this, {});
+  record_inplace(OpId::fill_, *this, {}, OpAttrs{.scalars = {value}});
   return *this;
 }
 
@@ -127,6 +129,8 @@ Scalar Tensor::item() const {
   TS_CHECK(numel() == 1, ValueError, "item: a Tensor with ", numel(), " elements cannot be converted to Scalar");
   TS_CHECK(!is_meta(), DeviceError, "item: meta tensors have no data");
   check_not_capturing("item", *this);
+  if (detail::t_capturing && detail::t_op_depth == 0) [[unlikely]]
+    detail::trace_host_read("item(): a host read of a tensor's value");
   Tensor c = is_cpu() ? *this : to(kCPU);
   const void* p = c.data_ptr();
   switch (dtype()) {

@@ -122,8 +122,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& x, const Tens
     batch_norm_forward_inference_kernel(x.device(), y, xk, detached(weight), detached(bias),
                                         running_mean.contiguous().detach(), running_var.contiguous().detach(), s, eps);
   }
+  if (capturing())  // the call as made (Note [Trace records]), momentum included
+    detail::trace_record(id, {x, weight, bias, running_mean, running_var}, {y, save_mean, save_invstd},
+                         OpAttrs{.scalars = {momentum}, .typed = BatchNormAttrs{.training = training, .eps = eps}});
   if (should_record({&x, &weight, &bias}))
-    record_op(id, {x, weight, bias}, {y},
+    record_op_untraced(id, {x, weight, bias}, {y},
               OpAttrs{.tensors = {save_mean, save_invstd, detached(running_mean), detached(running_var), reserve},
                       .typed = BatchNormAttrs{.training = training, .eps = eps}});
   return {y, save_mean, save_invstd};

@@ -138,7 +138,7 @@ Tensor binary_impl(OpId id, BinaryOp op, const Operand& a, const Operand& b, Ten
   if (a.t) check_defined(name, *a.t, "input");
   if (b.t) check_defined(name, *b.t, "other");
   if (out && is_differentiable(op)) {
-    TS_CHECK(!should_record({a.t, b.t, out}), ValueError, name, ": functions with out=... arguments don't support "
+    TS_CHECK(!grad_recording({a.t, b.t, out}), ValueError, name, ": functions with out=... arguments don't support "
              "automatic differentiation, but one of the arguments requires grad.");
   }
   const Device device = op_device(name, a, b, out);  // Note [CPU scalars]
@@ -170,7 +170,7 @@ Tensor binary_impl(OpId id, BinaryOp op, const Operand& a, const Operand& b, Ten
     else write_out(*out, target);
     return *out;
   }
-  if (is_differentiable(op) && should_record({a.t, b.t})) {
+  if ((is_differentiable(op) || capturing()) && should_record({a.t, b.t})) {
     const OpId recorded = op == BinaryOp::DivTrunc || op == BinaryOp::DivFloor ? OpId::div : id;
     record_op(recorded, {a.t ? *a.t : ta, b.t ? *b.t : tb}, {target}, binary_attrs(op, p));
   }

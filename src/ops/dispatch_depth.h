@@ -7,6 +7,12 @@
 namespace tessera::detail {
 extern std::atomic<int> g_num_op_stages;  // observers plus the tracer
 extern thread_local int t_op_depth;
-void notify_unscoped_kernel(const char* kernel);
+// Note [Trace records] (ops/trace_hook.h): true on the thread whose program the compiler captures;
+// t_trace_suppress counts the NoRecordScopes open on it (the bodies of ops that record themselves).
+extern thread_local bool t_capturing;
+extern thread_local int t_trace_suppress;
+// A kernel slot ran while a stage is installed: reported as unscoped at depth 0 (Note [Scoped
+// kernels]), and to the capture while this thread is captured.
+void notify_kernel_slot(const char* kernel);
 inline bool op_stages_installed() { return g_num_op_stages.load(std::memory_order_relaxed) > 0; }
 }  // namespace tessera::detail

@@ -332,10 +332,15 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     loss = reduction == "mean" ? total * scale : total;
     if (need_w) dw = dw_acc.narrow(0, 0, v).to(d);  // the first V rows: contiguous
   }
+  if (capturing()) {  // the call as made (Note [Trace records]): t64 is made inside the op
+    OpAttrs call = make_attrs({ignore_index, chunk_rows});
+    call.str = reduction;
+    detail::trace_record(id, {x, weight, target}, {loss}, call);
+  }
   if (rec) {
     OpAttrs attrs = make_attrs({ignore_index}, {dx, dw, t64});
     attrs.str = reduction;
-    record_op(id, {x, weight}, {loss}, std::move(attrs));
+    record_op_untraced(id, {x, weight}, {loss}, std::move(attrs));
   }
   return loss;
 }

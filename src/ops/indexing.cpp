@@ -306,7 +306,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value) {
   Shape shape = broadcast_shapes(x.sizes(), mask.sizes(), op);
   Tensor out = make_empty(shape, x.dtype(), x.device());
   masked_fill_kernel(x.device(), out, x, mask, value);
-  if (should_record({&x})) record_op(id, {x}, {out}, make_attrs({}, {mask}));
+  if (should_record({&x})) {
+    OpAttrs attrs = make_attrs({}, {mask});
+    attrs.scalars = {value};  // for the compiler's replay; the derivative needs only the mask
+    record_op(id, {x}, {out}, std::move(attrs));
+  }
   return out;
 }
 

@@ -28,8 +28,8 @@ class KernelSlot {
   }
   template <class... Args>
   void operator()(Device device, Args&&... args) const {
-    if (detail::op_stages_installed() && detail::t_op_depth == 0) [[unlikely]]
-      detail::notify_unscoped_kernel(name_);
+    if (detail::op_stages_installed()) [[unlikely]]
+      detail::notify_kernel_slot(name_);
     if (device.is_meta()) return;
     get(device.type())(std::forward<Args>(args)...);
   }

@@ -121,10 +121,15 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
     if (m > 0)
       cross_entropy_forward_kernel(logits.device(), loss.reshape({m}), lse.reshape({m}), x, t64.reshape({m}), w, cp);
   }
+  if (capturing()) {  // the call as made (Note [Trace records]): t64 and w are made inside the op
+    OpAttrs call = make_attrs({ignore_index, classes});
+    call.scalars = {Scalar(label_smoothing)};
+    detail::trace_record(OpId::cross_entropy_loss_rows, {logits, target, weight}, {loss, lse}, call);
+  }
   if (record) {
     OpAttrs attrs = make_attrs({ignore_index, classes}, {t64, w, lse});
     attrs.scalars = {Scalar(label_smoothing)};
-    record_op(OpId::cross_entropy_loss_rows, {logits}, {loss}, std::move(attrs));
+    record_op_untraced(OpId::cross_entropy_loss_rows, {logits}, {loss}, std::move(attrs));
   }
   return {loss, lse};
 }

@@ -13,10 +13,14 @@ class NoRecordScope {
  public:
   NoRecordScope() : NoRecordScope(true) {}
   explicit NoRecordScope(bool active) : active_(active), prev_(is_grad_enabled()) {
-    if (active_) set_grad_enabled(false);
+    if (!active_) return;
+    set_grad_enabled(false);
+    ++detail::t_trace_suppress;  // Note [Trace records]: the op is one record
   }
   ~NoRecordScope() {
-    if (active_) set_grad_enabled(prev_);
+    if (!active_) return;
+    set_grad_enabled(prev_);
+    --detail::t_trace_suppress;
   }
   NoRecordScope(const NoRecordScope&) = delete;
   NoRecordScope& operator=(const NoRecordScope&) = delete;

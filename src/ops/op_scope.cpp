@@ -1,6 +1,7 @@
 // The stage registry behind OpScope (op_scope.h): the observers' list and the tracer slot, guarded by
 // one mutex; g_num_op_stages is what OpScope reads on every call.
 #include "ops/op_scope.h"
+#include "ops/trace_hook.h"
 
 #include <algorithm>
 #include <mutex>
@@ -23,6 +24,8 @@ void update_count() {
 namespace detail {
 std::atomic<int> g_num_op_stages{0};
 thread_local int t_op_depth = 0;
+thread_local bool t_capturing = false;
+thread_local int t_trace_suppress = 0;
 
 void notify_enter(const OpEvent& e) {
   std::lock_guard<std::mutex> g(g_mu);
@@ -34,9 +37,21 @@ void notify_exit(const OpEvent& e) {
   if (g_tracer) g_tracer->on_exit(e);
   for (auto it = observers().rbegin(); it != observers().rend(); ++it) (*it)->on_exit(e);
 }
-void notify_unscoped_kernel(const char* kernel) {
+void notify_kernel_slot(const char* kernel) {
+  if (t_op_depth > 0 && !t_capturing) return;
   std::lock_guard<std::mutex> g(g_mu);
-  if (g_tracer) g_tracer->on_unscoped_kernel(kernel);
+  if (!g_tracer) return;
+  if (t_op_depth == 0) g_tracer->on_unscoped_kernel(kernel);
+  if (t_capturing && t_trace_suppress == 0) g_tracer->on_kernel(kernel);
+}
+void trace_record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                  const OpAttrs& attrs) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (g_tracer) g_tracer->on_record(op, inputs, outputs, attrs);
+}
+void trace_host_read(const char* what) {
+  std::lock_guard<std::mutex> g(g_mu);
+  if (g_tracer) g_tracer->on_host_read(what);
 }
 }  // namespace detail
 

@@ -43,6 +43,14 @@ class TracerStage {
   virtual void on_enter(const OpEvent& e) = 0;
   virtual void on_exit(const OpEvent& e) = 0;
   virtual void on_unscoped_kernel(const char* kernel) = 0;
+  // While this thread's program is captured (Note [Trace records] in ops/trace_hook.h): each op call
+  // as the op recorded it, each kernel slot that ran, and each read of tensor data by the host.
+  virtual void on_record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                         const OpAttrs& attrs) {
+    (void)op, (void)inputs, (void)outputs, (void)attrs;
+  }
+  virtual void on_kernel(const char* kernel) { (void)kernel; }
+  virtual void on_host_read(const char* what) { (void)what; }
 };
 
 void add_op_observer(OpObserver* observer);

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "ops/op_scope.h"
+#include "ops/trace_hook.h"
 #include "ops/op_utils.h"
 #include "ops/random_kernel.h"
 #include "runtime/philox_capture.h"
@@ -74,6 +75,7 @@ Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
   check_writable("uniform_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), uniform_words(dtype()));
   uniform_kernel(device(), *this, from, to, p);
+  if (capturing() && gen == nullptr) detail::trace_record(OpId::uniform_, {}, {*this}, OpAttrs{.scalars = {from, to}});
   bump(*this);
   return *this;
 }
@@ -87,6 +89,7 @@ Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   check_writable("normal_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), normal_words(dtype()));
   normal_kernel(device(), *this, mean, std, p);
+  if (capturing() && gen == nullptr) detail::trace_record(OpId::normal_, {}, {*this}, OpAttrs{.scalars = {mean, std}});
   bump(*this);
   return *this;
 }
@@ -98,6 +101,7 @@ Tensor& Tensor::bernoulli_(double prob, Generator* gen) {
   check_writable("bernoulli_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), kBernoulliWords);
   bernoulli_scalar_kernel(device(), *this, prob, p);
+  if (capturing() && gen == nullptr) detail::trace_record(OpId::bernoulli_, {}, {*this}, OpAttrs{.scalars = {prob}});
   bump(*this);
   return *this;
 }
@@ -115,6 +119,7 @@ Tensor& Tensor::random_(int64_t from, int64_t to, Generator* gen) {
   const uint64_t range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), random_int_words(range));
   random_int_kernel(device(), *this, from, range, p);
+  if (capturing() && gen == nullptr) detail::trace_record(OpId::random_, {}, {*this}, OpAttrs{.scalars = {from, to}});
   bump(*this);
   return *this;
 }

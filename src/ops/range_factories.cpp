@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/op_scope.h"
+#include "ops/trace_hook.h"
 #include "ops/op_utils.h"
 #include "ops/range_kernel.h"
 #include "tensor/dispatch_dtype.h"
@@ -47,6 +48,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, Tensor
   if (!opts.device.is_meta() && dtype == kBool) throw_unsupported_dtype("arange", dtype);
   Tensor out = make_empty({n}, dtype, opts.device);
   if (n > 0) arange_kernel(out.device(), out, start, step, /*integral=*/!any_float);
+  if (capturing()) detail::trace_record(OpId::arange, {}, {out}, OpAttrs{.scalars = {start, end, step}});
   return out;
 }
 
@@ -69,7 +71,9 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opts) {
       }
     });
   }
-  return finish(host, opts.device);
+  Tensor out = finish(host, opts.device);
+  if (capturing()) detail::trace_record(OpId::linspace, {}, {out}, OpAttrs{.scalars = {start, end}, .ints = {steps}});
+  return out;
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m_opt, TensorOptions opts) {

@@ -238,7 +238,7 @@ std::tuple<Tensor, Tensor> recorded_max_min_dim(const char* op, OpId record_as, 
   }
   if (rec) {
     OpAttrs attrs = reduction_attrs({dim}, keepdim);
-    attrs.tensors = {indices.clone()};
+    attrs.tensors = {capturing() ? indices : indices.clone()};  // the capture follows the returned indices
     record_op(record_as, {x}, {values}, std::move(attrs));
   }
   return {values, indices};
@@ -276,25 +276,35 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return recorded_max_min_dim("min", OpId::min_dim, x, dim, keepdim, false);
 }
 
-// argmax/argmin and any/all have no gradient and do not record.
+// argmax/argmin and any/all have no gradient: they record only for the compiler's capture (Note
+// [Trace records]; argmax/argmin's ReduceAttrs: dims empty for all of them, else the one dim).
+namespace {
+Tensor traced_reduction(OpId id, const Tensor& x, Tensor out, std::vector<int64_t> dims, bool keepdim) {
+  if (capturing()) detail::trace_record(id, {x}, {out}, OpAttrs{.typed = ReduceAttrs{.dims = std::move(dims), .keepdim = keepdim}});
+  return out;
+}
+}  // namespace
+
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   OpScope scope(OpId::argmax, {&x});
-  return arg_max_min("argmax", x, dim, keepdim, true);
+  return traced_reduction(OpId::argmax, x, arg_max_min("argmax", x, dim, keepdim, true),
+                          dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim);
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   OpScope scope(OpId::argmin, {&x});
-  return arg_max_min("argmin", x, dim, keepdim, false);
+  return traced_reduction(OpId::argmin, x, arg_max_min("argmin", x, dim, keepdim, false),
+                          dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdim);
 }
 
 Tensor any(const Tensor& x, Dims dims, bool keepdim) {
   OpScope scope(OpId::any, {&x});
-  return any_all("any", x, dims, keepdim, true);
+  return traced_reduction(OpId::any, x, any_all("any", x, dims, keepdim, true), dims.dims, keepdim);
 }
 
 Tensor all(const Tensor& x, Dims dims, bool keepdim) {
   OpScope scope(OpId::all, {&x});
-  return any_all("all", x, dims, keepdim, false);
+  return traced_reduction(OpId::all, x, any_all("all", x, dims, keepdim, false), dims.dims, keepdim);
 }
 
 }  // namespace tessera

@@ -90,7 +90,7 @@ Tensor unary_impl(OpId id, UnaryOp op, const Tensor& x, Tensor* out, const Unary
   OpScope scope(id, {&x});
   check_defined(name, x, "input");
   if (out && !is_predicate(op)) {
-    TS_CHECK(!should_record({&x, out}), ValueError, name, ": functions with out=... arguments don't support "
+    TS_CHECK(!grad_recording({&x, out}), ValueError, name, ": functions with out=... arguments don't support "
              "automatic differentiation, but one of the arguments requires grad.");
   }
   const DType compute = unary_compute_dtype(name, op, x.dtype());
@@ -111,7 +111,7 @@ Tensor unary_impl(OpId id, UnaryOp op, const Tensor& x, Tensor* out, const Unary
     else write_out(*out, target);
     return *out;
   }
-  if (!is_predicate(op) && should_record({&x})) record_op(id, {x}, {target}, unary_attrs(op, p));
+  if ((!is_predicate(op) || capturing()) && should_record({&x})) record_op(id, {x}, {target}, unary_attrs(op, p));
   return target;
 }
 

@@ -85,18 +85,24 @@ Tensor recorded(OpId op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
 // scatters the gradient into zeros of the input's shape through the same geometry, expressed relative
 // to a contiguous tensor of the input's shape: attrs.ints = [ndim, sizes..., strides..., offset].
 // `redo` applies the same view to such a tensor (a meta probe), which yields that geometry whatever
-// the input's own strides are.
+// the input's own strides are. attrs.scalars = the call's own wrapped arguments (slice: dim, start,
+// end, step; select: dim, index; diagonal: offset, dim1, dim2), which the compiler replays.
 template <class Redo>
-Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, Redo&& redo) {
+Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, std::vector<Scalar> call, Redo&& redo) {
   OpScope scope(op, {&self});  // the probe's view runs nested in it, as implementation
   if (!should_record({&self})) return out;
   Tensor probe = make_empty(self.sizes(), self.dtype(), kMeta);
-  Tensor g = redo(probe);
+  Tensor g;
+  {
+    NoRecordScope probe_only;  // the probe's own view records nothing (it would probe again)
+    g = redo(probe);
+  }
   OpAttrs attrs;
   attrs.ints.push_back(g.dim());
   attrs.ints.insert(attrs.ints.end(), g.sizes().begin(), g.sizes().end());
   attrs.ints.insert(attrs.ints.end(), g.strides().begin(), g.strides().end());
   attrs.ints.push_back(g.storage_offset());
+  attrs.scalars = std::move(call);
   record_op(op, {self}, {out}, std::move(attrs));
   return out;
 }
@@ -261,7 +267,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   sz[w] = (e - s + step - 1) / step;
   st[w] = strides()[w] * step;
   return recorded_strided(OpId::slice, *this, make_view(*this, sz, st, storage_offset() + s * strides()[w]),
-                          [&](const Tensor& p) { return p.slice(w, s, e, step); });
+                          {w, s, e, step}, [&](const Tensor& p) { return p.slice(w, s, e, step); });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -275,7 +281,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   sz.erase(sz.begin() + w);
   st.erase(st.begin() + w);
   return recorded_strided(OpId::select, *this, make_view(*this, sz, st, storage_offset() + index * strides()[w]),
-                          [&](const Tensor& p) { return p.select(w, index); });
+                          {w, index}, [&](const Tensor& p) { return p.select(w, index); });
 }
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) const {
@@ -284,10 +290,10 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optiona
   for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "as_strided: negative strides are not supported, got ", strides);
   int64_t off = offset.value_or(storage_offset());
   TS_CHECK(off >= 0, ValueError, "as_strided: negative storage offset ", off);
-  if (should_record({this}))
+  if (grad_recording({this}))
     TS_CHECK(is_contiguous(), NotImplementedError, "as_strided: the gradient through as_strided of a non-contiguous "
              "tensor is not supported; call .contiguous() first");
-  return recorded_strided(OpId::as_strided, *this, make_view(*this, sizes, strides, off), [&](const Tensor& p) {
+  return recorded_strided(OpId::as_strided, *this, make_view(*this, sizes, strides, off), {}, [&](const Tensor& p) {
     return p.as_strided(sizes, strides, off - storage_offset());
   });
 }
@@ -338,7 +344,7 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   sz.push_back(len);
   st.push_back(strides()[a] + strides()[b]);
   return recorded_strided(OpId::diagonal, *this, make_view(*this, sz, st, off),
-                          [&](const Tensor& p) { return p.diagonal(offset, dim1, dim2); });
+                          {offset, a, b}, [&](const Tensor& p) { return p.diagonal(offset, dim1, dim2); });
 }
 
 Tensor Tensor::movedim(int64_t source, int64_t destination) const {

@@ -20,12 +20,19 @@ class Storage {
   Device device() const { return device_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // The order in which storages were created, process-wide, from 1 (Note [Capture provenance] in
+  // compile/capture.h: a tensor the compiler's capture has not seen is told apart by whether its
+  // storage predates the capture).
+  uint64_t serial() const { return serial_; }
+  // The serial the next storage will get.
+  static uint64_t next_serial();
 
  private:
   DataPtr data_;
   size_t nbytes_;
   Device device_;
   std::atomic<uint64_t> version_{0};
+  uint64_t serial_;
 };
 
 }  // namespace tessera

@@ -192,6 +192,28 @@ std::vector<std::string> interpreter_ops() {
   return r;
 }
 
+std::vector<Tensor> run_ops(const Program& p, const std::vector<Tensor>& inputs, Device device) {
+  std::vector<Tensor> v(p.steps.size());
+  size_t next_input = 0;
+  for (size_t k = 0; k < p.steps.size(); ++k) {
+    const Step& s = p.steps[k];
+    if (s.op == "input") {
+      TS_CHECK(next_input < inputs.size(), ValueError, "run_ops: the program has more input steps than the ",
+               inputs.size(), " values given");
+      v[k] = inputs[next_input++];
+      continue;
+    }
+    auto it = table().find(s.op);
+    TS_CHECK(it != table().end(), ValueError, "random program: unknown op '", s.op, "' at step ", k);
+    Args args;
+    for (int i : s.in) args.push_back(v[i]);
+    v[k] = it->second(args, s.attrs, device);
+  }
+  std::vector<Tensor> out;
+  for (int o : p.outputs) out.push_back(v[o]);
+  return out;
+}
+
 RunResult run_program(const Program& p, Device device, const std::vector<Tensor>& weights) {
   RunResult r;
   std::vector<Tensor> v(p.steps.size());

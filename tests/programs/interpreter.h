@@ -25,6 +25,11 @@ struct RunResult {
 // raised by a step is caught and reported, not rethrown.
 RunResult run_program(const Program& p, Device device, const std::vector<Tensor>& weights = {});
 
+// The program's op steps on given values of its input steps (in the order of the steps), eagerly;
+// returns the outputs (not detached) and raises the first step's error. For the compiler's tests:
+// the same function runs compiled and eagerly.
+std::vector<Tensor> run_ops(const Program& p, const std::vector<Tensor>& inputs, Device device);
+
 // The op names the interpreter knows (for the generator's self-check and the docs).
 std::vector<std::string> interpreter_ops();
 

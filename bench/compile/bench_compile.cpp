@@ -1,0 +1,152 @@
+// ts::compile benchmarks (issue "ts::compile, part 1"): what capturing costs and what the graph
+// executor costs per call against the eager run of the same program.
+//   capture_*   the first call of a compiled training forward + loss (capture, DCE, verification by the
+//               meta functions, the execution plan): ms; beside it the same program's eager call;
+//   call_*      one call answered by the graph against one eager call of the same program, alternating
+//               (per-call ms and µs per graph node): the executor's overhead, where dispatch dominates
+//               (a small MLP) and where kernels do (GPT-2 124M, ResNet-50).
+// Models: GPT-2 124M (the defaults, dropout 0) on (B, T) tokens through GPT2::loss; ResNet-50 (train
+// mode, batch norm statistics updated) on (B, 3, H, W) with cross_entropy; the MLP 64-64-64-10 on a
+// batch of 8 with cross_entropy. Gradients are not taken (the forward is what the graph runs; autograd
+// records it as it records eager ops).
+//
+// Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
+// "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64]
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace ts = tessera;
+namespace F = tessera::nn::functional;
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void sync(ts::Device d) {
+  if (d.is_cuda()) ts::cuda::synchronize();
+}
+
+std::string list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", v[i]);
+    s += buf;
+  }
+  return s + "]";
+}
+
+int count_nodes(const std::string& graph_text) {
+  int n = 0;
+  for (size_t p = graph_text.find(" = "); p != std::string::npos; p = graph_text.find(" = ", p + 1)) ++n;
+  return n;
+}
+
+// A fresh compiled function per round: its first call is the capture.
+template <class Make>
+void bench_capture(const char* name, Make make_program, const std::function<void()>& eager, ts::Device dev,
+                   int rounds) {
+  std::vector<double> cap, eag;
+  int nodes = 0;
+  for (int r = 0; r < rounds; ++r) {
+    auto f = make_program();
+    sync(dev);
+    double t0 = now_ms();
+    f();
+    sync(dev);
+    cap.push_back(now_ms() - t0);
+    nodes = count_nodes(f.last_graph());
+    t0 = now_ms();
+    eager();
+    sync(dev);
+    eag.push_back(now_ms() - t0);
+  }
+  std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d}\n", name,
+              list(cap).c_str(), list(eag).c_str(), nodes);
+  std::fflush(stdout);
+}
+
+// Alternating rounds of `iters` graph calls and `iters` eager calls.
+template <class C>
+void bench_call(const char* name, C& compiled, const std::function<void()>& eager, ts::Device dev, int rounds,
+                int iters) {
+  compiled();  // capture
+  compiled();
+  eager();
+  std::vector<double> g, e;
+  for (int r = 0; r < rounds; ++r) {
+    sync(dev);
+    double t0 = now_ms();
+    for (int i = 0; i < iters; ++i) compiled();
+    sync(dev);
+    g.push_back((now_ms() - t0) / iters);
+    t0 = now_ms();
+    for (int i = 0; i < iters; ++i) eager();
+    sync(dev);
+    e.push_back((now_ms() - t0) / iters);
+  }
+  const ts::CompileStats s = compiled.stats();
+  std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
+              "\"graph_calls\": %d, \"eager_calls\": %d}\n",
+              name, list(g).c_str(), list(e).c_str(), count_nodes(compiled.last_graph()), s.graph_calls,
+              s.eager_calls);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ts::Device dev = ts::kCPU;
+  int rounds = 5;
+  int64_t gpt_seq = 64;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = ts::Device(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
+  }
+  std::printf("{\"device\": \"%s\", \"rounds\": %d}\n", dev.str().c_str(), rounds);
+  ts::manual_seed(0);
+
+  {  // GPT-2 124M
+    ts::models::GPT2Config cfg;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0;
+    ts::models::GPT2 model(cfg);
+    model.to(dev);
+    ts::Tensor idx = ts::randint(0, cfg.vocab_size, {1, gpt_seq}, ts::TensorOptions(ts::kInt64, dev));
+    ts::Tensor tgt = ts::randint(0, cfg.vocab_size, {1, gpt_seq}, ts::TensorOptions(ts::kInt64, dev));
+    auto program = [&] { return model.loss(idx, tgt); };
+    auto make = [&] { return ts::compile([&] { return program(); }); };
+    bench_capture("capture gpt2-124m loss", make, [&] { program(); }, dev, rounds);
+    auto f = make();
+    bench_call("call gpt2-124m loss", f, [&] { program(); }, dev, rounds, 3);
+  }
+  {  // ResNet-50
+    ts::models::ResNet model = ts::models::resnet50(1000);
+    model.to(dev);
+    ts::Tensor x = ts::randn({1, 3, 64, 64}, ts::TensorOptions(ts::kFloat32, dev));
+    ts::Tensor y = ts::randint(0, 1000, {1}, ts::TensorOptions(ts::kInt64, dev));
+    auto program = [&] { return F::cross_entropy(model.forward(x), y); };
+    auto make = [&] { return ts::compile([&] { return program(); }); };
+    bench_capture("capture resnet50 loss", make, [&] { program(); }, dev, rounds);
+    auto f = make();
+    bench_call("call resnet50 loss", f, [&] { program(); }, dev, rounds, 3);
+  }
+  {  // a small MLP: dispatch-bound
+    ts::models::MLP model(64, {64, 64}, 10);
+    model.to(dev);
+    ts::Tensor x = ts::randn({8, 64}, ts::TensorOptions(ts::kFloat32, dev));
+    ts::Tensor y = ts::randint(0, 10, {8}, ts::TensorOptions(ts::kInt64, dev));
+    auto program = [&] { return F::cross_entropy(model.forward(x), y); };
+    auto f = ts::compile([&] { return program(); });
+    bench_call("call mlp-64 loss", f, [&] { program(); }, dev, rounds, 2000);
+  }
+  return 0;
+}

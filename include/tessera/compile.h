@@ -1,0 +1,154 @@
+// ts::compile: a C++ program captured into a graph and run as one (DESIGN.md "The compiler").
+//
+//   ts::models::MLP model(784, {256}, 10);
+//   auto fwd = ts::compile(model);                    // an nn::Module: forward(Tensor)
+//   auto step = ts::compile([&](const ts::Tensor& x, const ts::Tensor& y) {
+//     return ts::nn::functional::cross_entropy(model.forward(x), y);
+//   });
+//   ts::Tensor loss = step(x, y);                     // first call: captured (and run)
+//   loss.backward();                                  // later calls: the graph runs
+//   std::cout << ts::compile_explain(step, x, y);     // graphs, guards, breaks and why
+//
+// A callable takes tensors (Tensor, const Tensor&, std::vector<Tensor>) and numbers or strings, and
+// returns a Tensor, a std::vector<Tensor>, or a std::tuple / std::pair of Tensors. The first call with
+// a new combination of guards (compile/guards.h: shapes, strides, dtypes, devices, requires_grad,
+// aliasing, the non-tensor arguments, grad mode, autocast, training mode, parameter identity) runs the
+// program once while capturing it; later calls that pass the same guards run the graph instead of the
+// program. Past `recompile_limit` variants the function runs eagerly and warns once, naming the guard
+// that failed. Where the capture cannot see the whole program (a host read such as item(): a graph
+// break; an op the compiler does not support yet) that variant runs eagerly and warns once, or with
+// `fullgraph = true` the call raises NotImplementedError naming the reason.
+//
+// Tensors that the callable reaches other than through its arguments (globals, captured variables,
+// a module's tensors when a lambda rather than the module is compiled) are constants of the graph:
+// held by identity, read as they are at each call. Rebind such a variable and the graph keeps the old
+// tensor: pass it as an argument instead, or call reset().
+//
+// What runs now: backend "eager" (the graph's nodes through tessera's kernels, intermediates released
+// at their last use); modes Default, ReduceOverhead and MaxAutotune are accepted and act alike until
+// fusion and CUDA graphs land; `dynamic = true` is accepted and warns that each batch size is still a
+// variant of its own.
+#pragma once
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tessera/compile/compiled_program.h"
+#include "tessera/nn/module.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+namespace compile_detail {
+
+inline void collect(std::vector<Tensor>& ts, std::vector<std::string>& ss, const Tensor& t) { ts.push_back(t); }
+inline void collect(std::vector<Tensor>& ts, std::vector<std::string>& ss, const std::vector<Tensor>& v) {
+  ss.push_back("list of " + std::to_string(v.size()) + " tensors");
+  ts.insert(ts.end(), v.begin(), v.end());
+}
+inline void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const std::string& s) { ss.push_back('"' + s + '"'); }
+inline void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const char* s) { ss.push_back('"' + std::string(s) + '"'); }
+template <class T>
+  requires std::is_arithmetic_v<std::remove_cvref_t<T>>
+void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const T& v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  ss.push_back(os.str());
+}
+
+template <class R>
+std::vector<Tensor> flatten(R&& r) {
+  using T = std::remove_cvref_t<R>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return {r};
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    return r;
+  } else {
+    std::vector<Tensor> out;
+    std::apply([&](const auto&... t) { (out.push_back(t), ...); }, r);
+    return out;
+  }
+}
+
+template <class R>
+R unflatten(std::vector<Tensor>&& out) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return out.at(0);
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    return std::move(out);
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return R{out.at(I)...}; }(
+        std::make_index_sequence<std::tuple_size_v<R>>{});
+  }
+}
+
+}  // namespace compile_detail
+
+// A compiled callable (ts::compile's result).
+template <class F>
+class Compiled {
+ public:
+  Compiled(F fn, CompileOptions options, std::string name, CompiledProgram::StateFn state = {})
+      : fn_(std::move(fn)), core_(std::move(options), std::move(name), std::move(state)) {}
+
+  template <class... Args>
+  auto operator()(Args&&... args) {
+    using R = std::remove_cvref_t<std::invoke_result_t<F&, Args&...>>;
+    std::vector<Tensor> ts;
+    std::vector<std::string> ss;
+    (compile_detail::collect(ts, ss, args), ...);
+    std::vector<Tensor> out = core_.run(ts, ss, [&] { return compile_detail::flatten(std::invoke(fn_, args...)); });
+    return compile_detail::unflatten<R>(std::move(out));
+  }
+
+  template <class... Args>
+  std::string explain(Args&&... args) {
+    std::vector<Tensor> ts;
+    std::vector<std::string> ss;
+    (compile_detail::collect(ts, ss, args), ...);
+    return core_.explain(ts, ss, [&] { return compile_detail::flatten(std::invoke(fn_, args...)); });
+  }
+
+  CompileStats stats() const { return core_.stats(); }
+  std::string last_graph() const { return core_.last_graph(); }
+  void reset() { core_.reset(); }
+
+ private:
+  F fn_;
+  CompiledProgram core_;
+};
+
+template <class F>
+  requires(!std::is_base_of_v<nn::Module, std::remove_cvref_t<F>>)
+auto compile(F fn, CompileOptions options = {}) {
+  return Compiled<F>(std::move(fn), std::move(options), "function");
+}
+
+// An nn::Module: its forward(Tensor), with its parameters and buffers guarded by identity and every
+// submodule's training mode guarded. The module must outlive the compiled function.
+template <class M>
+  requires std::is_base_of_v<nn::Module, M>
+auto compile(M& module, CompileOptions options = {}) {
+  auto fn = [&module](const Tensor& x) { return module.forward(x); };
+  auto state = [&module](std::vector<std::pair<std::string, Tensor>>& params, std::vector<bool>& training) {
+    params = module.named_parameters();
+    for (auto& b : module.named_buffers()) params.push_back(b);
+    for (nn::Module* m : module.modules()) training.push_back(m->is_training());
+  };
+  return Compiled<decltype(fn)>(std::move(fn), std::move(options), "Module", std::move(state));
+}
+
+// Runs a call of `compiled` and describes what the compiler made of it (every variant's graph, its
+// guards, each graph break and its reason).
+template <class C, class... Args>
+std::string compile_explain(C& compiled, Args&&... args) {
+  return compiled.explain(std::forward<Args>(args)...);
+}
+
+}  // namespace tessera

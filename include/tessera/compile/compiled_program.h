@@ -1,0 +1,62 @@
+// The core of ts::compile that knows no callable types (include/tessera/compile.h holds the
+// templates that wrap a callable or a module around it): options, statistics, warnings, and
+// CompiledProgram, which keeps a compiled function's variants (src/compile/compiled_program.cpp).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+enum class CompileMode { Default, ReduceOverhead, MaxAutotune };
+
+struct CompileOptions {
+  CompileMode mode = CompileMode::Default;
+  bool dynamic = false;
+  bool fullgraph = false;
+  std::string backend = "eager";
+  int recompile_limit = 8;
+};
+
+struct CompileStats {
+  int captures = 0;     // calls that captured the program (each ran it once)
+  int graph_calls = 0;  // calls answered by running a graph
+  int eager_calls = 0;  // calls that ran the program eagerly (a break, an unsupported op, the limit)
+  int variants = 0;
+  // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").
+  std::vector<std::string> recompile_reasons;
+};
+
+// Where the compiler's warnings go (default: standard error, "tessera: warning: ...").
+void set_compile_warning_handler(std::function<void(const std::string&)> handler);
+
+// The type-erased core of a compiled function.
+class CompiledProgram {
+ public:
+  using Program = std::function<std::vector<Tensor>()>;
+  // Fills a module's parameters and buffers (by name, in order) and every submodule's training flag.
+  using StateFn = std::function<void(std::vector<std::pair<std::string, Tensor>>&, std::vector<bool>&)>;
+
+  CompiledProgram(CompileOptions options, std::string name, StateFn state = {});
+  // `program` runs the callable on the call's own arguments; `args` are its tensors, flattened, and
+  // `scalars` its other arguments, printed.
+  std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
+                          const Program& program);
+  // Runs the call like run() and describes every variant: its graph, guards, and breaks with reasons.
+  std::string explain(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
+                      const Program& program);
+  CompileStats stats() const;
+  // The graph text of the variant that answered the last call (empty when it ran eagerly).
+  std::string last_graph() const;
+  void reset();  // forgets every variant
+  const CompileOptions& options() const;
+
+ private:
+  std::shared_ptr<struct CompiledProgramState> s_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,186 @@
+// The compiled function's core (include/tessera/compile.h): variants, guards, captures, the
+// recompile limit and the warnings.
+#include <iostream>
+#include <mutex>
+#include <optional>
+
+#include "compile/capture.h"
+#include "compile/executor.h"
+#include "compile/guards.h"
+#include "compile/verify.h"
+#include "ops/dispatch_depth.h"
+#include "tessera/compile/compiled_program.h"
+
+namespace tessera {
+namespace {
+
+std::mutex g_warn_mu;
+std::function<void(const std::string&)>& warning_handler() {
+  static std::function<void(const std::string&)> h = [](const std::string& m) {
+    std::cerr << "tessera: warning: " << m << std::endl;
+  };
+  return h;
+}
+void warn(const std::string& m) {
+  std::lock_guard<std::mutex> g(g_warn_mu);
+  warning_handler()(m);
+}
+
+}  // namespace
+
+void set_compile_warning_handler(std::function<void(const std::string&)> handler) {
+  std::lock_guard<std::mutex> g(g_warn_mu);
+  warning_handler() = handler ? std::move(handler) : [](const std::string& m) {
+    std::cerr << "tessera: warning: " << m << std::endl;
+  };
+}
+
+struct Variant {
+  compiler::Guards guards;
+  bool eager = false;         // the capture stopped: this variant runs the program
+  std::string stop_reason;
+  compiler::Graph graph;
+  compiler::ExecutionPlan plan;
+  compiler::VerifyReport verified;
+};
+
+struct CompiledProgramState {
+  CompileOptions options;
+  std::string name;
+  CompiledProgram::StateFn state;
+  std::mutex mu;
+  std::vector<Variant> variants;
+  CompileStats stats;
+  bool over_limit = false;
+  int last_variant = -1;
+};
+
+CompiledProgram::CompiledProgram(CompileOptions options, std::string name, StateFn state)
+    : s_(std::make_shared<CompiledProgramState>()) {
+  TS_CHECK(options.backend == "eager", ValueError, "compile: unknown backend '", options.backend,
+           "' (this build has: eager)");
+  TS_CHECK(options.recompile_limit >= 1, ValueError, "compile: recompile_limit must be at least 1, got ",
+           options.recompile_limit);
+  if (options.dynamic)
+    warn("compile(" + name + ", dynamic=true): symbolic batch sizes are not implemented yet; each batch size is "
+         "captured as a variant of its own");
+  s_->options = std::move(options);
+  s_->name = std::move(name);
+  s_->state = std::move(state);
+}
+
+std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
+                                         const Program& program) {
+  CompiledProgramState& s = *s_;
+  // A compiled function called by a program being captured is part of that program.
+  if (detail::t_capturing) return program();
+  std::unique_lock<std::mutex> lock(s.mu);
+  compiler::CallState call;
+  call.args = args;
+  call.scalars = scalars;
+  if (s.state) s.state(call.params, call.training);
+  s.last_variant = -1;
+  if (s.over_limit) {
+    ++s.stats.eager_calls;
+    lock.unlock();
+    return program();
+  }
+  std::optional<std::string> last_failure;
+  for (size_t i = 0; i < s.variants.size(); ++i) {
+    std::optional<std::string> failed = s.variants[i].guards.check(call);
+    if (failed) {  // each variant's first failing guard, "variant 0: ...; variant 1: ..."
+      last_failure = (last_failure ? *last_failure + "; " : std::string()) + "variant " + std::to_string(i) + ": " + *failed;
+      continue;
+    }
+    Variant& v = s.variants[i];
+    if (v.eager) {
+      ++s.stats.eager_calls;
+      lock.unlock();
+      return program();
+    }
+    ++s.stats.graph_calls;
+    s.last_variant = static_cast<int>(i);
+    return compiler::execute(v.graph, v.plan, call.args, call.params);
+  }
+  if (last_failure) s.stats.recompile_reasons.push_back(*last_failure);
+  if (static_cast<int>(s.variants.size()) >= s.options.recompile_limit) {
+    s.over_limit = true;
+    ++s.stats.eager_calls;
+    warn("compile(" + s.name + "): hit the recompile limit (" + std::to_string(s.options.recompile_limit) +
+         " variants); this function runs eagerly from now on. The guards that failed: " + last_failure.value_or("?"));
+    lock.unlock();
+    return program();
+  }
+  Variant v{compiler::Guards::of(call)};
+  compiler::CaptureResult r = compiler::capture_program(call.args, call.params, program);
+  ++s.stats.captures;
+  if (r.complete) {
+    try {
+      v.verified = compiler::verify_graph(r.graph);
+      v.graph = std::move(r.graph);
+      v.plan = compiler::plan_execution(v.graph);
+    } catch (const Error& e) {
+      r.complete = false;
+      r.stop_reason = std::string("the captured graph failed verification: ") + e.what();
+    }
+  }
+  if (!r.complete) {
+    if (s.options.fullgraph)
+      TS_THROW(NotImplementedError, "compile(", s.name, ", fullgraph=true): ", r.stop_reason);
+    v.eager = true;
+    v.stop_reason = r.stop_reason;
+    warn("compile(" + s.name + "): " + r.stop_reason + "; this variant runs eagerly");
+  } else {
+    s.last_variant = static_cast<int>(s.variants.size());
+  }
+  s.variants.push_back(std::move(v));
+  s.stats.variants = static_cast<int>(s.variants.size());
+  return r.outputs;
+}
+
+std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
+                                     const Program& program) {
+  run(args, scalars, program);
+  CompiledProgramState& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::ostringstream os;
+  os << "compile(" << s.name << "): " << s.variants.size() << " variant(s), " << s.stats.captures << " capture(s), "
+     << s.stats.graph_calls << " graph call(s), " << s.stats.eager_calls << " eager call(s)\n";
+  for (size_t i = 0; i < s.stats.recompile_reasons.size(); ++i)
+    os << "recompile " << i + 1 << ": " << s.stats.recompile_reasons[i] << "\n";
+  for (size_t i = 0; i < s.variants.size(); ++i) {
+    const Variant& v = s.variants[i];
+    os << "variant " << i << ":\n guards:\n" << v.guards.to_text();
+    if (v.eager) {
+      os << " runs eagerly: " << v.stop_reason << "\n";
+      continue;
+    }
+    os << " " << v.graph.nodes.size() << " nodes (" << v.verified.reinferred << " re-inferred by the meta functions), "
+       << "intermediates: " << v.plan.memory.buffers << " buffers, peak " << v.plan.memory.peak_bytes << " bytes of "
+       << v.plan.memory.total_bytes << "\n"
+       << v.graph.to_text();
+  }
+  return os.str();
+}
+
+CompileStats CompiledProgram::stats() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->stats;
+}
+
+std::string CompiledProgram::last_graph() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->last_variant < 0 ? std::string() : s_->variants[s_->last_variant].graph.to_text();
+}
+
+void CompiledProgram::reset() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->variants.clear();
+  s_->stats = CompileStats{};
+  s_->over_limit = false;
+  s_->last_variant = -1;
+}
+
+const CompileOptions& CompiledProgram::options() const { return s_->options; }
+
+}  // namespace tessera

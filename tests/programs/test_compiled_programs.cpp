@@ -1,0 +1,122 @@
+// Random programs (generator.h) compiled against eager on the CPU: the same function, run once
+// eagerly and twice compiled (the first call captures it, the second runs the graph on fresh copies
+// of the inputs). Outputs and gradients must be bitwise equal (the graph runs the same kernels in the
+// same order), an error must be the same error, and most programs must run as graphs (the test
+// fails when the compiler falls back to eager for more than a few, so that it cannot pass by not
+// compiling). TESSERA_COMPILED_PROGRAMS sets the count (default 2000, about a second).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <typeinfo>
+#include <string>
+
+#include "programs/generator.h"
+#include "programs/interpreter.h"
+#include "tessera/compile.h"
+
+namespace ts = tessera;
+namespace tp = tessera::programs;
+
+namespace {
+
+int program_count() {
+  const char* s = std::getenv("TESSERA_COMPILED_PROGRAMS");
+  return s ? std::atoi(s) : 2000;
+}
+
+std::vector<ts::Tensor> inputs_of(const tp::Program& p) {
+  std::vector<ts::Tensor> in;
+  for (const tp::Step& s : p.steps)
+    if (s.op == "input") in.push_back(tp::materialize_input(s, ts::kCPU));
+  return in;
+}
+
+struct ProgramRun {
+  std::vector<ts::Tensor> outputs, grads;
+  std::string error;  // the error's class, empty when none
+};
+
+template <class Fn>
+ProgramRun run(const tp::Program& p, Fn&& fn) {
+  ProgramRun r;
+  std::vector<ts::Tensor> in = inputs_of(p);
+  try {
+    r.outputs = fn(in);
+  } catch (const ts::Error& e) {
+    r.error = typeid(e).name();
+    return r;
+  }
+  // The gradient of sum_j sum(out_j * w_j) for fixed weights drawn from the program's seed.
+  ts::Generator g(p.seed);
+  ts::Tensor loss;
+  for (const ts::Tensor& o : r.outputs) {
+    if (!o.requires_grad() || !o.is_floating_point()) continue;
+    ts::Tensor w = ts::randn(o.sizes(), ts::kFloat64, &g);
+    ts::Tensor t = (o.to(ts::kFloat64) * w).sum();
+    loss = loss.defined() ? loss + t : t;
+  }
+  if (loss.defined()) {
+    loss.backward();
+    for (const ts::Tensor& x : in) r.grads.push_back(x.requires_grad() ? x.grad() : ts::Tensor());
+  }
+  for (ts::Tensor& o : r.outputs) o = o.detach();
+  return r;
+}
+
+std::string differs(const ProgramRun& a, const ProgramRun& b) {
+  if (a.error != b.error) return "error '" + a.error + "' against '" + b.error + "'";
+  if (a.outputs.size() != b.outputs.size()) return "output count";
+  for (size_t j = 0; j < a.outputs.size(); ++j)
+    if (a.outputs[j].sizes() != b.outputs[j].sizes() || a.outputs[j].dtype() != b.outputs[j].dtype() ||
+        !ts::equal(a.outputs[j], b.outputs[j]))
+      return "output " + std::to_string(j);
+  if (a.grads.size() != b.grads.size()) return "gradient count";
+  for (size_t j = 0; j < a.grads.size(); ++j) {
+    if (a.grads[j].defined() != b.grads[j].defined()) return "gradient " + std::to_string(j) + " defined on one side";
+    if (a.grads[j].defined() && !ts::equal(a.grads[j], b.grads[j])) return "gradient " + std::to_string(j);
+  }
+  return "";
+}
+
+TEST(CompiledPrograms, EqualEagerBitwise) {
+  const int n = program_count();
+  int graphs = 0, eager = 0, errors = 0, failed = 0;
+  std::map<std::string, int> fallbacks;
+  ts::set_compile_warning_handler([&](const std::string& m) {
+    // "compile(function): the op X has no replay ...": count by reason, without the op count
+    fallbacks[m.substr(0, m.find(" after "))]++;
+  });
+  for (int seed = 0; seed < n; ++seed) {
+    const tp::Program p = tp::generate_program(static_cast<uint64_t>(seed));
+    auto body = [&p](const std::vector<ts::Tensor>& in) { return tp::run_ops(p, in, ts::kCPU); };
+    const ProgramRun want = run(p, body);
+    auto f = ts::compile(body);
+    const ProgramRun first = run(p, f), second = run(p, f);
+    std::string why = differs(first, want);
+    if (why.empty()) why = differs(second, want);
+    if (!why.empty()) {
+      ++failed;
+      ADD_FAILURE() << tp::summary(p) << ": compiled differs from eager (" << why << ")\n" << f.last_graph();
+      if (failed > 5) break;
+    }
+    if (!want.error.empty()) {
+      ++errors;
+      continue;
+    }
+    const ts::CompileStats s = f.stats();
+    graphs += s.graph_calls == 1;
+    eager += s.eager_calls > 0;
+    if (s.eager_calls > 0 && std::getenv("TESSERA_COMPILED_PROGRAMS_VERBOSE"))
+      std::cout << "eager: " << tp::summary(p) << std::endl;
+  }
+  ts::set_compile_warning_handler(nullptr);
+  std::string reasons;
+  for (const auto& [why, count] : fallbacks) reasons += "\n  " + std::to_string(count) + "x " + why;
+  const int ran = n - errors;
+  std::cout << "compiled programs: " << n << ", " << errors << " raise eagerly too, " << graphs
+            << " ran as graphs, " << eager << " fell back to eager" << reasons << std::endl;
+  EXPECT_GE(graphs, ran * 95 / 100) << "too many programs fell back to eager:" << reasons;
+}
+
+}  // namespace
