@@ -7,7 +7,7 @@ alternate graph calls and eager calls inside one process):
   capture <model> loss     the first call of the compiled program (ms), against one eager call of the
                            same program: ratio = eager / capture, no target (capture runs the program
                            once eagerly, so it is at least one eager call);
-  call <model> loss        one call answered by the graph (ms), against one eager call: ratio =
+  call <model> loss+backward  one graph call and its backward (ms), against an eager call and its backward: ratio =
                            eager / graph, target 1.0 (the issue asks the executor to be faster than
                            eager dispatch); the row also gives the graph's node count and the overhead
                            per node in microseconds ((graph - eager) / nodes).

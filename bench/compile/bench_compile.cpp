@@ -2,13 +2,13 @@
 // executor costs per call against the eager run of the same program.
 //   capture_*   the first call of a compiled training forward + loss (capture, DCE, verification by the
 //               meta functions, the execution plan): ms; beside it the same program's eager call;
-//   call_*      one call answered by the graph against one eager call of the same program, alternating
-//               (per-call ms and µs per graph node): the executor's overhead, where dispatch dominates
-//               (a small MLP) and where kernels do (GPT-2 124M, ResNet-50).
+//   call_*      one call answered by the graph and the backward of its loss, against one eager call and
+//               its backward, alternating: the executor's cost, where dispatch dominates (a small MLP)
+//               and where kernels do (GPT-2 124M, ResNet-50). Where the backward is a captured graph
+//               (Note [Joint graph]) the compiled forward records no autograd nodes.
 // Models: GPT-2 124M (the defaults, dropout 0) on (B, T) tokens through GPT2::loss; ResNet-50 (train
 // mode, batch norm statistics updated) on (B, 3, H, W) with cross_entropy; the MLP 64-64-64-10 on a
-// batch of 8 with cross_entropy. Gradients are not taken (the forward is what the graph runs; autograd
-// records it as it records eager ops).
+// batch of 8 with cross_entropy. Gradients accumulate into the parameters' .grad (no optimizer).
 //
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
 // "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64]
@@ -74,10 +74,13 @@ void bench_capture(const char* name, Make make_program, const std::function<void
   std::fflush(stdout);
 }
 
-// Alternating rounds of `iters` graph calls and `iters` eager calls.
+// Alternating rounds of `iters` graph calls and `iters` eager calls, each followed by the backward of
+// its loss (the compiled side's backward is its captured backward graph where it has one).
 template <class C>
-void bench_call(const char* name, C& compiled, const std::function<void()>& eager, ts::Device dev, int rounds,
-                int iters) {
+void bench_call(const char* name, C& compiled_fn, const std::function<ts::Tensor()>& eager_fn, ts::Device dev,
+                int rounds, int iters) {
+  auto compiled = [&] { compiled_fn().backward(); };
+  auto eager = [&] { eager_fn().backward(); };
   compiled();  // capture
   compiled();
   eager();
@@ -93,11 +96,11 @@ void bench_call(const char* name, C& compiled, const std::function<void()>& eage
     sync(dev);
     e.push_back((now_ms() - t0) / iters);
   }
-  const ts::CompileStats s = compiled.stats();
+  const ts::CompileStats s = compiled_fn.stats();
   std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
-              "\"graph_calls\": %d, \"eager_calls\": %d}\n",
-              name, list(g).c_str(), list(e).c_str(), count_nodes(compiled.last_graph()), s.graph_calls,
-              s.eager_calls);
+              "\"backward_nodes\": %d, \"graph_calls\": %d, \"eager_calls\": %d}\n",
+              name, list(g).c_str(), list(e).c_str(), count_nodes(compiled_fn.last_graph()),
+              count_nodes(compiled_fn.last_backward_graph()), s.graph_calls, s.eager_calls);
   std::fflush(stdout);
 }
 
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
     auto make = [&] { return ts::compile([&] { return program(); }); };
     bench_capture("capture gpt2-124m loss", make, [&] { program(); }, dev, rounds);
     auto f = make();
-    bench_call("call gpt2-124m loss", f, [&] { program(); }, dev, rounds, 3);
+    bench_call("call gpt2-124m loss+backward", f, program, dev, rounds, 3);
   }
   {  // ResNet-50
     ts::models::ResNet model = ts::models::resnet50(1000);
@@ -137,7 +140,7 @@ int main(int argc, char** argv) {
     auto make = [&] { return ts::compile([&] { return program(); }); };
     bench_capture("capture resnet50 loss", make, [&] { program(); }, dev, rounds);
     auto f = make();
-    bench_call("call resnet50 loss", f, [&] { program(); }, dev, rounds, 3);
+    bench_call("call resnet50 loss+backward", f, program, dev, rounds, 3);
   }
   {  // a small MLP: dispatch-bound
     ts::models::MLP model(64, {64, 64}, 10);
@@ -146,7 +149,7 @@ int main(int argc, char** argv) {
     ts::Tensor y = ts::randint(0, 10, {8}, ts::TensorOptions(ts::kInt64, dev));
     auto program = [&] { return F::cross_entropy(model.forward(x), y); };
     auto f = ts::compile([&] { return program(); });
-    bench_call("call mlp-64 loss", f, [&] { program(); }, dev, rounds, 2000);
+    bench_call("call mlp-64 loss+backward", f, program, dev, rounds, 2000);
   }
   return 0;
 }

@@ -55,16 +55,27 @@ inline void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const st
 inline void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const char* s) { ss.push_back('"' + std::string(s) + '"'); }
 template <class T>
   requires std::is_arithmetic_v<std::remove_cvref_t<T>>
-void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const T& v) {
+void collect(std::vector<Tensor>&, std::vector<std::string>& ss, const T& v) {  // guarded by value
   std::ostringstream os;
   os.precision(17);
   os << v;
   ss.push_back(os.str());
 }
 
+template <class T>
+struct is_tensor_tuple : std::false_type {};
+template <class... Ts>
+struct is_tensor_tuple<std::tuple<Ts...>> : std::bool_constant<(std::is_same_v<std::remove_cvref_t<Ts>, Tensor> && ...)> {};
+template <class A, class B>
+struct is_tensor_tuple<std::pair<A, B>>
+    : std::bool_constant<std::is_same_v<std::remove_cvref_t<A>, Tensor> && std::is_same_v<std::remove_cvref_t<B>, Tensor>> {};
+
 template <class R>
 std::vector<Tensor> flatten(R&& r) {
   using T = std::remove_cvref_t<R>;
+  static_assert(std::is_same_v<T, Tensor> || std::is_same_v<T, std::vector<Tensor>> || is_tensor_tuple<T>::value,
+                "ts::compile: the callable must return a Tensor, a std::vector<Tensor>, or a std::tuple / std::pair "
+                "of Tensors");
   if constexpr (std::is_same_v<T, Tensor>) {
     return {r};
   } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
@@ -117,6 +128,7 @@ class Compiled {
 
   CompileStats stats() const { return core_.stats(); }
   std::string last_graph() const { return core_.last_graph(); }
+  std::string last_backward_graph() const { return core_.last_backward_graph(); }
   void reset() { core_.reset(); }
 
  private:

@@ -10,7 +10,10 @@
 #include "compile/node_runner.h"
 #include "ops/op_scope.h"
 #include "ops/trace_hook.h"
+#include "runtime/grad_mode.h"
 #include "runtime/storage.h"
+#include "tessera/autograd.h"
+#include "tessera/functions.h"
 #include "tensor/tensor_impl.h"
 
 namespace tessera::compiler {
@@ -31,14 +34,22 @@ bool overwrites_whole(OpId op) {
   }
 }
 
+// Thrown out of the engine when a backward capture stops (not an error of the program).
+struct BackwardStopped {};
+
 bool same_layout(const TensorMeta& a, const TensorMeta& b) {
   return a.sizes == b.sizes && a.strides == b.strides && a.offset == b.offset && a.dtype == b.dtype;
 }
 
 class CaptureStage final : public TracerStage {
  public:
-  CaptureStage(const std::vector<Tensor>& args, const NamedTensors& params)
-      : thread_(std::this_thread::get_id()), first_serial_(Storage::next_serial()) {
+  // `forward`: the finished capture of the forward pass, when this one captures its backward (Note
+  // [Joint graph]): the forward's values resolve as Saved inputs, and only what existed before the
+  // forward's capture counts as a constant.
+  CaptureStage(const std::vector<Tensor>& args, const NamedTensors& params, const CaptureStage* forward = nullptr)
+      : thread_(std::this_thread::get_id()),
+        first_serial_(forward ? forward->first_serial_ : Storage::next_serial()),
+        forward_(forward) {
     for (size_t i = 0; i < args.size(); ++i) {
       if (!args[i].defined() || impl_value_.count(args[i].impl())) continue;
       add_input(args[i], InputKind::Argument, static_cast<int64_t>(i), "");
@@ -51,6 +62,26 @@ class CaptureStage final : public TracerStage {
   }
 
   CaptureResult& result() { return result_; }
+  // The forward values the backward read, in the order of its Saved inputs.
+  const std::vector<int>& saved() const { return saved_; }
+  // The tensor a value was first bound to (inputs and node outputs), or undefined.
+  Tensor tensor_of(int v) const {
+    return static_cast<size_t>(v) < value_tensor_.size() ? value_tensor_[v] : Tensor();
+  }
+  // The forward graph's value of a tensor it knows, or of an alias of one with the same layout (a
+  // saved tensor unpacked by autograd is a new TensorImpl over the same storage), or -1.
+  int value_of(const Tensor& t) const {
+    auto it = impl_value_.find(t.impl());
+    if (it != impl_value_.end()) return it->second;
+    auto st = storage_values_.find(t.impl()->storage().get());
+    if (st == storage_values_.end()) return -1;
+    const TensorMeta m = TensorMeta::of(t);
+    for (int v : st->second)  // (the graph itself may have moved out of this stage by now)
+      if (static_cast<size_t>(v) < value_tensor_.size() && value_tensor_[v].defined() &&
+          same_layout(TensorMeta::of(value_tensor_[v]), m))
+        return v;
+    return -1;
+  }
   bool stopped() const { return !result_.complete; }
 
   // Resolves the program's outputs (after it returned).
@@ -93,15 +124,22 @@ class CaptureStage final : public TracerStage {
   }
   void on_kernel(const char* kernel) override {
     if (!mine() || frames_.empty()) return;
+    abandon_if_stopped();
     if (!frames_.back().kernel) frames_.back().kernel = kernel;
   }
   void on_host_read(const char* what) override {
     if (!mine()) return;
+    if (forward_ && !grad_call_seen_ && std::string(what).rfind("autograd::grad()", 0) == 0) {
+      grad_call_seen_ = true;  // the backward capture's own call of the engine
+      return;
+    }
     stop(std::string("graph break: ") + what, true);
   }
   void on_record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                  const OpAttrs& attrs) override {
-    if (!mine() || stopped()) return;
+    if (!mine()) return;
+    abandon_if_stopped();
+    if (stopped()) return;
     std::string why = record(op, inputs, outputs, attrs);
     if (why.empty()) {
       if (!frames_.empty()) {
@@ -115,6 +153,13 @@ class CaptureStage final : public TracerStage {
 
  private:
   static constexpr int kStop = -2;
+
+  // A backward capture that cannot finish ends the engine's run at the next record or kernel (never
+  // from on_enter or on_exit, which run in OpScope's constructor and destructor); capture_backward
+  // catches it.
+  void abandon_if_stopped() const {
+    if (forward_ && stopped()) throw BackwardStopped{};
+  }
 
   // Turns a trace record into a node; returns why it cannot, or "".
   std::string record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
@@ -238,6 +283,8 @@ class CaptureStage final : public TracerStage {
 
   void bind(const Tensor& t, int v) {
     keep_.push_back(t);  // the impl stays alive, so its address is never reused during the capture
+    if (static_cast<size_t>(v) >= value_tensor_.size()) value_tensor_.resize(v + 1);
+    if (!value_tensor_[v].defined()) value_tensor_[v] = t;
     impl_value_[t.impl()] = v;
     storage_values_[t.impl()->storage().get()].push_back(v);
   }
@@ -258,6 +305,14 @@ class CaptureStage final : public TracerStage {
   int resolve(const Tensor& t, bool fresh_ok, const std::string& what) {
     auto it = impl_value_.find(t.impl());
     if (it != impl_value_.end()) return it->second;  // rule 1
+    if (forward_) {  // a value of the forward graph (Note [Joint graph])
+      const int fv = forward_->value_of(t);
+      if (fv >= 0) {
+        add_input(t, InputKind::Saved, static_cast<int64_t>(saved_.size()), "");
+        saved_.push_back(fv);
+        return impl_value_[t.impl()];
+      }
+    }
     const TensorMeta m = TensorMeta::of(t);
     Storage* storage = t.impl()->storage().get();
     auto st = storage_values_.find(storage);
@@ -290,7 +345,11 @@ class CaptureStage final : public TracerStage {
   std::unordered_map<const TensorImpl*, int> impl_value_;
   std::unordered_map<const Storage*, std::vector<int>> storage_values_;
   std::vector<Tensor> keep_, fresh_pending_;
+  std::vector<Tensor> value_tensor_;  // the first tensor bound to each value
   std::string failure_;  // why the last resolve() failed
+  const CaptureStage* forward_ = nullptr;
+  bool grad_call_seen_ = false;
+  std::vector<int> saved_;
 };
 
 // Installs the stage and marks the thread for the scope's lifetime.
@@ -314,8 +373,99 @@ class CaptureGuard {
 
 }  // namespace
 
+namespace {
+
+// Whether the outputs can be the outputs of one autograd node: none is a graph input, or a view of
+// one (through views and in-place writes back to an input), and none is listed twice. Views of
+// intermediates are allowed; their node marks them views, so that an in-place write to one is
+// refused as autograd refuses it for any view (check_inplace).
+bool outputs_are_fresh(const Graph& g) {
+  std::vector<char> seen(g.values.size(), 0);
+  for (int v : g.outputs) {
+    if (seen[v]) return false;
+    seen[v] = 1;
+    int u = v;
+    while (g.values[u].node >= 0) {
+      const Node& n = g.nodes[g.values[u].node];
+      const OpKind kind = op_info(n.op).kind;
+      if ((kind != OpKind::View && kind != OpKind::InPlace) || n.inputs.empty() || n.inputs[0] < 0) break;
+      u = n.inputs[0];
+    }
+    if (g.values[u].node < 0) return false;  // reaches a graph input
+  }
+  return true;
+}
+
+// Note [Joint graph]: the backward of a captured forward, captured by running the engine once over
+// the forward's autograd graph (autograd::grad from the differentiable outputs to the inputs that
+// require grad, with placeholder output gradients).
+void capture_backward(CaptureStage& fwd, CaptureResult& r) {
+  const Graph& g = r.graph;
+  if (!is_grad_enabled()) return;
+  if (!outputs_are_fresh(g)) {
+    bool any_grad = false;
+    for (const Tensor& o : r.outputs) any_grad = any_grad || o.requires_grad();
+    if (any_grad) r.backward_stop_reason = "an output is an input, a view of one, or listed twice";
+    return;
+  }
+  for (const Node& n : g.nodes)
+    if (op_info(n.op).kind == OpKind::InPlace && !n.inputs.empty() && n.inputs[0] >= 0 &&
+        g.values[n.inputs[0]].node < 0 && g.values[n.inputs[0]].meta.requires_grad)
+      return r.backward_stop_reason = "the program writes in place one of its inputs that requires grad", void();
+  std::vector<Tensor> outs, diff_in;
+  for (size_t j = 0; j < r.outputs.size(); ++j)
+    if (r.outputs[j].requires_grad() && r.outputs[j].is_floating_point()) {
+      r.diff_outputs.push_back(static_cast<int>(j));
+      outs.push_back(r.outputs[j]);
+    }
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const GraphInput& in = g.inputs[i];
+    Tensor t = in.kind == InputKind::Constant ? in.constant : Tensor();
+    if (!t.defined()) t = fwd.tensor_of(in.value);
+    if (t.defined() && t.requires_grad()) {
+      r.diff_inputs.push_back(static_cast<int>(i));
+      diff_in.push_back(t);
+    }
+  }
+  if (outs.empty() || diff_in.empty()) return;
+  std::vector<Tensor> seeds;
+  // Contiguous placeholders: the backward graph is captured for contiguous output gradients, and
+  // its node makes the gradients it receives contiguous (compiled_backward.cpp).
+  for (const Tensor& o : outs) seeds.push_back(ones(o.sizes(), TensorOptions(o.dtype(), o.device())));
+  CaptureStage bwd(seeds, {}, &fwd);
+  std::vector<Tensor> grads;
+  try {
+    CaptureGuard guard(&bwd);
+    grads = autograd::grad(outs, diff_in, seeds, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+  } catch (const BackwardStopped&) {
+    r.backward_stop_reason = bwd.result().stop_reason;
+    return;
+  } catch (const Error& e) {
+    r.backward_stop_reason = std::string("the backward raised while captured: ") + e.what();
+    return;
+  }
+  std::vector<Tensor> defined;
+  for (const Tensor& t : grads) {
+    r.grad_defined.push_back(t.defined());
+    if (t.defined()) defined.push_back(t);
+  }
+  bwd.finish(defined);
+  CaptureResult b = std::move(bwd.result());
+  if (!b.complete) {
+    r.backward_stop_reason = b.stop_reason;
+    r.grad_defined.clear();
+    return;
+  }
+  eliminate_dead_code(b.graph);
+  r.backward = std::move(b.graph);
+  r.saved = bwd.saved();
+  r.has_backward = true;
+}
+
+}  // namespace
+
 CaptureResult capture_program(const std::vector<Tensor>& args, const NamedTensors& params,
-                              const std::function<std::vector<Tensor>()>& program) {
+                              const std::function<std::vector<Tensor>()>& program, bool derive_backward) {
   TS_CHECK(!detail::t_capturing, ValueError, "compile: a capture is already running on this thread");
   CaptureStage stage(args, params);
   std::vector<Tensor> outputs;
@@ -325,7 +475,13 @@ CaptureResult capture_program(const std::vector<Tensor>& args, const NamedTensor
   }
   stage.finish(outputs);
   CaptureResult r = std::move(stage.result());
-  if (r.complete) eliminate_dead_code(r.graph);
+  if (!r.complete) return r;
+  if (derive_backward) capture_backward(stage, r);
+  // The saved values become outputs of the forward graph after the program's own; DCE renumbers them.
+  r.num_program_outputs = static_cast<int>(r.graph.outputs.size());
+  if (r.has_backward)
+    for (int v : r.saved) r.graph.outputs.push_back(v);
+  eliminate_dead_code(r.graph);
   return r;
 }
 

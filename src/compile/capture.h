@@ -28,13 +28,32 @@
 
 namespace tessera::compiler {
 
+// Note [Joint graph]: with derive_backward, when the program's outputs take a gradient (grad mode
+// on, an input requiring grad), the capture also runs the engine once from those outputs to the
+// inputs that require grad, with placeholder output gradients, and captures that as a second graph:
+// the backward. Its inputs are the output gradients (Argument i for the i-th differentiable output)
+// and the forward values the derivatives read (Saved, which the forward graph returns after the
+// program's outputs); its outputs are the input gradients that are defined. At run time the forward
+// graph runs without autograd and one autograd node runs the backward graph: no per-op nodes, no
+// per-op saved tensors. What the backward saves is what eager autograd would save (no
+// rematerialization yet). Where the backward cannot be captured (an op without a replay, an output
+// that aliases an input, a write to an input), backward_stop_reason says why and the graph's forward
+// is differentiated by autograd as it replays, as eager is.
 struct CaptureResult {
-  Graph graph;
+  Graph graph;               // the forward; with a backward, its outputs are the program's, then saved
   std::vector<Tensor> outputs;       // the program's outputs from this run
   bool complete = true;              // false: the capture stopped (stop_reason says why)
   bool graph_break = false;          // the stop was a host read (a graph break), not an unsupported op
   std::string stop_reason;
   int nodes_before_stop = 0;         // nodes recorded before the stop
+  int num_program_outputs = 0;       // graph.outputs' first entries are the program's
+  bool has_backward = false;
+  Graph backward;
+  std::vector<int> saved;            // (before DCE) forward values the backward reads, in Saved order
+  std::vector<int> diff_outputs;     // program outputs that take a gradient, in backward-argument order
+  std::vector<int> diff_inputs;      // positions in graph.inputs of the inputs that require grad
+  std::vector<bool> grad_defined;    // per diff input: whether the backward gives it a gradient
+  std::string backward_stop_reason;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -43,6 +62,6 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // parameters and buffers by name), capturing it. The program's own errors propagate (after the
 // tracer is removed).
 CaptureResult capture_program(const std::vector<Tensor>& args, const NamedTensors& params,
-                              const std::function<std::vector<Tensor>()>& program);
+                              const std::function<std::vector<Tensor>()>& program, bool derive_backward = false);
 
 }  // namespace tessera::compiler

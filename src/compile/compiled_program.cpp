@@ -5,9 +5,12 @@
 #include <optional>
 
 #include "compile/capture.h"
+#include "compile/compiled_backward.h"
 #include "compile/executor.h"
 #include "compile/guards.h"
 #include "compile/verify.h"
+#include "runtime/grad_mode.h"
+#include "tessera/autograd.h"
 #include "ops/dispatch_depth.h"
 #include "tessera/compile/compiled_program.h"
 
@@ -42,7 +45,41 @@ struct Variant {
   compiler::Graph graph;
   compiler::ExecutionPlan plan;
   compiler::VerifyReport verified;
+  // Note [Joint graph]: with a backward, the forward runs without autograd and one node runs this.
+  std::shared_ptr<const compiler::BackwardProgram> backward;
+  int num_outputs = 0;                // the program's outputs (the forward graph returns the saved after)
+  std::vector<int> diff_outputs, diff_inputs;
+  std::string backward_note;          // why there is no backward graph, when there is none
 };
+
+namespace {
+
+// Runs a variant's graph for one call; with a backward graph, makes its outputs those of one
+// autograd node.
+std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call) {
+  if (!v.backward || !is_grad_enabled()) return compiler::execute(v.graph, v.plan, call.args, call.params);
+  std::vector<Tensor> all;
+  {
+    NoGradGuard no_grad;
+    all = compiler::execute(v.graph, v.plan, call.args, call.params);
+  }
+  std::vector<Tensor> outs(all.begin(), all.begin() + v.num_outputs);
+  std::vector<Tensor> saved(all.begin() + v.num_outputs, all.end());
+  std::vector<Tensor> diff_out, diff_in;
+  for (int j : v.diff_outputs) diff_out.push_back(outs[j]);
+  for (int i : v.diff_inputs) {
+    const compiler::GraphInput& in = v.graph.inputs[i];
+    switch (in.kind) {
+      case compiler::InputKind::Argument: diff_in.push_back(call.args.at(in.index)); break;
+      case compiler::InputKind::Parameter: diff_in.push_back(call.params.at(in.index).second); break;
+      default: diff_in.push_back(in.constant); break;
+    }
+  }
+  compiler::attach_backward(v.backward, diff_out, diff_in, std::move(saved));
+  return outs;
+}
+
+}  // namespace
 
 struct CompiledProgramState {
   CompileOptions options;
@@ -100,7 +137,7 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
     }
     ++s.stats.graph_calls;
     s.last_variant = static_cast<int>(i);
-    return compiler::execute(v.graph, v.plan, call.args, call.params);
+    return run_variant(v, call);
   }
   if (last_failure) s.stats.recompile_reasons.push_back(*last_failure);
   if (static_cast<int>(s.variants.size()) >= s.options.recompile_limit) {
@@ -112,13 +149,28 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
     return program();
   }
   Variant v{compiler::Guards::of(call)};
-  compiler::CaptureResult r = compiler::capture_program(call.args, call.params, program);
+  compiler::CaptureResult r = compiler::capture_program(call.args, call.params, program, /*derive_backward=*/true);
   ++s.stats.captures;
   if (r.complete) {
     try {
       v.verified = compiler::verify_graph(r.graph);
       v.graph = std::move(r.graph);
       v.plan = compiler::plan_execution(v.graph);
+      v.num_outputs = r.num_program_outputs;
+      if (r.has_backward) {
+        compiler::verify_graph(r.backward);
+        auto b = std::make_shared<compiler::BackwardProgram>();
+        b->plan = compiler::plan_execution(r.backward);
+        b->graph = std::move(r.backward);
+        b->grad_defined = r.grad_defined;
+        v.backward = std::move(b);
+        v.diff_outputs = r.diff_outputs;
+        v.diff_inputs = r.diff_inputs;
+        ++s.stats.joint_variants;
+      } else {
+        v.backward_note = r.backward_stop_reason;
+        if (!v.backward_note.empty()) s.stats.no_backward_reasons.push_back(v.backward_note);
+      }
     } catch (const Error& e) {
       r.complete = false;
       r.stop_reason = std::string("the captured graph failed verification: ") + e.what();
@@ -159,6 +211,13 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
        << "intermediates: " << v.plan.memory.buffers << " buffers, peak " << v.plan.memory.peak_bytes << " bytes of "
        << v.plan.memory.total_bytes << "\n"
        << v.graph.to_text();
+    if (v.backward) {
+      os << " backward: " << v.backward->graph.nodes.size() << " nodes, one autograd node for the call; "
+         << v.graph.outputs.size() - v.num_outputs << " saved values\n"
+         << v.backward->graph.to_text();
+    } else if (!v.backward_note.empty()) {
+      os << " no backward graph (autograd records the replayed forward): " << v.backward_note << "\n";
+    }
   }
   return os.str();
 }
@@ -179,6 +238,13 @@ void CompiledProgram::reset() {
   s_->stats = CompileStats{};
   s_->over_limit = false;
   s_->last_variant = -1;
+}
+
+std::string CompiledProgram::last_backward_graph() const {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (s_->last_variant < 0) return std::string();
+  const Variant& v = s_->variants[s_->last_variant];
+  return v.backward ? v.backward->graph.to_text() : std::string();
 }
 
 const CompileOptions& CompiledProgram::options() const { return s_->options; }

@@ -71,7 +71,7 @@ ExecutionPlan plan_execution(const Graph& g) {
 }
 
 std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std::vector<Tensor>& args,
-                            const NamedTensors& params) {
+                            const NamedTensors& params, const std::vector<Tensor>& saved) {
   std::vector<Tensor> vals(g.values.size());
   for (const GraphInput& in : g.inputs) {
     switch (in.kind) {
@@ -80,6 +80,9 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
         break;
       case InputKind::Parameter:
         vals[in.value] = params.at(static_cast<size_t>(in.index)).second;
+        break;
+      case InputKind::Saved:
+        vals[in.value] = saved.at(static_cast<size_t>(in.index));
         break;
       case InputKind::Constant:
         TS_CHECK(in.constant.defined(), ValueError, "compile: the graph's constant %", in.value,

@@ -34,6 +34,6 @@ ExecutionPlan plan_execution(const Graph& g);
 // Runs `g` with `args` (the flattened tensor arguments) and `params` (bound by position, as at
 // capture); returns the graph's outputs.
 std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std::vector<Tensor>& args,
-                            const NamedTensors& params);
+                            const NamedTensors& params, const std::vector<Tensor>& saved = {});
 
 }  // namespace tessera::compiler

@@ -46,6 +46,7 @@ const char* input_kind_name(InputKind k) {
     case InputKind::Argument: return "arg";
     case InputKind::Parameter: return "param";
     case InputKind::Constant: return "const";
+    case InputKind::Saved: return "saved";
   }
   return "?";
 }

@@ -35,13 +35,16 @@ struct TensorMeta {
 };
 std::string to_string(const TensorMeta& m);  // "float32[4,8]{8,1}+0@cpu:grad"
 
-enum class InputKind : uint8_t { Argument, Parameter, Constant };
+// Saved: a backward graph's input that is a value of its forward graph (bound by position in the
+// forward graph's saved outputs; Note [Joint graph] in capture.h).
+enum class InputKind : uint8_t { Argument, Parameter, Constant, Saved };
 const char* input_kind_name(InputKind k);
 
 struct GraphInput {
   int value = -1;
   InputKind kind = InputKind::Argument;
-  int64_t index = 0;   // Argument: its position among the flattened tensor arguments; Parameter: in the module's list
+  int64_t index = 0;   // Argument: its position among the flattened tensor arguments; Parameter: in the
+                       // module's list; Saved: in the forward graph's saved outputs
   std::string name;    // Parameter: the module's name for it
   Tensor constant;     // Constant: the tensor itself (undefined in a parsed graph)
 };

@@ -277,7 +277,7 @@ std::string Graph::to_text() const {
   os << "graph\n";
   for (const GraphInput& in : inputs) {
     os << "  input %" << in.value << " : " << to_string(values[in.value].meta) << " " << input_kind_name(in.kind);
-    if (in.kind == InputKind::Argument) os << " " << in.index;
+    if (in.kind == InputKind::Argument || in.kind == InputKind::Saved) os << " " << in.index;
     if (in.kind == InputKind::Parameter) os << " " << in.name;
     os << "\n";
   }
@@ -348,6 +348,10 @@ Graph parse_graph(const std::string& text) {
         if (in.name.empty()) bad(line, "a param input needs its name");
       } else if (kind == "const") {
         in.kind = InputKind::Constant;
+      } else if (kind == "saved") {
+        in.kind = InputKind::Saved;
+        ls >> extra;
+        in.index = parse_ints(extra, line).at(0);
       } else {
         bad(line, "unknown input kind '" + kind + "'");
       }

@@ -9,6 +9,8 @@
 
 #include "ops/attention_ops.h"
 #include "ops/batch_norm_ops.h"
+#include "ops/conv_ops.h"
+#include "ops/trace_hook.h"
 #include "ops/fused_ops.h"
 #include "ops/loss_ops.h"
 #include "ops/norm_ops.h"
@@ -32,6 +34,13 @@ std::optional<Dims> dims_or_all(const ReduceAttrs& r) {
   return r.dims.empty() ? std::nullopt : std::optional<Dims>(Dims(r.dims));
 }
 IntPair pair(const HW& v) { return IntPair{v.h, v.w}; }
+// A backward op's output mask, from the first N ints of its record.
+template <size_t N>
+std::array<bool, N> mask(const OpAttrs& a) {
+  std::array<bool, N> m{};
+  for (size_t i = 0; i < N; ++i) m[i] = a.ints.at(i) != 0;
+  return m;
+}
 template <class Tuple, size_t... I>
 Ts tuple_to_vec(Tuple&& t, std::index_sequence<I...>) {
   return Ts{std::get<I>(t)...};
@@ -201,6 +210,12 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
       return {log_softmax(in[0], a.ints.at(0),
                           out[0].dtype == in[0].dtype() ? std::nullopt : std::optional<DType>(out[0].dtype))};
     // ---- joins and rearrangements
+    case OpId::as_strided_scatter: {  // ints = [ndim, sizes..., strides..., offset]
+      const int64_t nd = a.ints.at(0);
+      const Shape sizes(a.ints.begin() + 1, a.ints.begin() + 1 + nd);
+      const Shape strides(a.ints.begin() + 1 + nd, a.ints.begin() + 1 + 2 * nd);
+      return {as_strided_scatter(in[0], in[1], sizes, strides, a.ints.at(1 + 2 * nd))};
+    }
     case OpId::cat:
       return {cat(in, a.ints.at(0))};
     case OpId::stack:
@@ -272,6 +287,62 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
     case OpId::native_batch_norm: {  // the call as made: {x, weight, bias, running_mean, running_var}
       const BatchNormAttrs& b = a.as<BatchNormAttrs>();
       return vec(native_batch_norm(in[0], in[1], in[2], in[3], in[4], b.training, a.scalars.at(0).to_double(), b.eps));
+    }
+    // ---- the backward ops a joint graph replays (Note [Joint graph]); masked outputs only
+    case OpId::cross_entropy_backward: {  // {grad, logits, target, weight, lse}
+      Tensor dx = cross_entropy_loss_rows_backward(in[0], in[1], in[2], in[3], in[4], a.ints.at(0),
+                                                   a.scalars.at(0).to_double(), a.ints.at(1));
+      return {in[1].dim() >= 3 ? dx.movedim(1, -1) : dx};  // the record holds the class-last dx
+    }
+    case OpId::native_layer_norm_backward: {
+      auto [dx, dw, db] = native_layer_norm_backward(in[0], in[1], a.as<NormAttrs>().normalized_shape, in[2], in[3],
+                                                     in[4], in[5], mask<3>(a));
+      return defined_only({dx, dw, db});
+    }
+    case OpId::add_layer_norm_backward: {
+      const int64_t low = a.ints.at(4);
+      auto [dx, dlow, dw, db] = native_add_layer_norm_backward(
+          in[0], in[1], in[2], a.as<NormAttrs>().normalized_shape, in[3], in[4], in[5], in[6], mask<4>(a),
+          low < 0 ? std::nullopt : std::optional<DType>(static_cast<DType>(low)));
+      return defined_only({dx, dlow, dw, db});
+    }
+    case OpId::native_rms_norm_backward: {
+      auto [dx, dw] = native_rms_norm_backward(in[0], in[1], a.as<NormAttrs>().normalized_shape, in[2], in[3], mask<2>(a));
+      return defined_only({dx, dw});
+    }
+    case OpId::native_batch_norm_backward: {
+      const BatchNormAttrs& b = a.as<BatchNormAttrs>();
+      auto [dx, dw, db] = native_batch_norm_backward(in[0], in[1], in[2], in[3], in[4], in[5], in[6], b.training, b.eps,
+                                                     mask<3>(a), in[7]);
+      return defined_only({dx, dw, db});
+    }
+    case OpId::flash_attention_backward:
+      return vec(flash_attention_backward(in[0], in[1], in[2], in[3], in[4], in[5], a.ints.at(0) != 0,
+                                          a.scalars.at(0).to_double()));
+    case OpId::max_pool2d_backward: {  // record {grad}, attrs.tensors {indices}
+      const PoolAttrs& p = a.as<PoolAttrs>();
+      return {max_pool2d_backward(in[0], in[1], out[0].sizes, pair(p.kernel), pair(p.stride), pair(p.padding),
+                                  pair(p.dilation), p.ceil_mode)};
+    }
+    case OpId::avg_pool2d_backward: {
+      const PoolAttrs& p = a.as<PoolAttrs>();
+      return {avg_pool2d_backward(in[0], out[0].sizes, pair(p.kernel), pair(p.stride), pair(p.padding), p.ceil_mode,
+                                  p.count_include_pad)};
+    }
+    case OpId::adaptive_avg_pool2d_backward:
+      return {adaptive_avg_pool2d_backward(in[0], out[0].sizes)};
+    case OpId::conv2d_backward_weight: {  // record {grad, x}
+      const ConvAttrs& c = a.as<ConvAttrs>();
+      return {conv2d_backward_weight(in[0], in[1], pair(c.kernel), pair(c.stride), pair(c.padding), pair(c.dilation),
+                                     c.groups)};
+    }
+    case OpId::linear_weight_bias_grad: {
+      auto [dw, db] = linear_weight_bias_grad(in[0], in[1], mask<2>(a));
+      return defined_only({dw, db});
+    }
+    case OpId::linear_dgelu_bgrad: {
+      auto [dpre, db] = linear_dgelu_bgrad(in[0], in[1], in[2], a.flag);
+      return defined_only({dpre, db});
     }
     case OpId::linear_gelu:
       return {linear_gelu(in[0], in[1], opt(in[2]))};
@@ -365,7 +436,7 @@ std::array<OpReplay, kNumOps> build_table() {
   set(OpId::min_dim, {{O}, false, run_reduce});
   for (OpId op : {OpId::mm, OpId::bmm, OpId::dot, OpId::outer, OpId::addmm, OpId::baddbmm, OpId::linear})
     set(op, {{}, false, run_linalg});
-  for (OpId op : {OpId::clamp, OpId::lerp, OpId::addcmul, OpId::addcdiv, OpId::softmax, OpId::log_softmax, OpId::cat,
+  for (OpId op : {OpId::as_strided_scatter, OpId::clamp, OpId::lerp, OpId::addcmul, OpId::addcdiv, OpId::softmax, OpId::log_softmax, OpId::cat,
                   OpId::stack, OpId::repeat, OpId::flip, OpId::conv2d, OpId::conv_transpose2d, OpId::avg_pool2d,
                   OpId::adaptive_avg_pool2d, OpId::native_batch_norm, OpId::cross_entropy_loss_rows, OpId::arange,
                   OpId::linspace})
@@ -381,6 +452,12 @@ std::array<OpReplay, kNumOps> build_table() {
   set(OpId::native_rms_norm, {{O}, false, run_other});
   set(OpId::native_add_layer_norm, {{O, O, X, X}, false, run_other});
   set(OpId::flash_attention_forward, {{O}, false, run_other});
+  for (OpId op : {OpId::cross_entropy_backward, OpId::native_layer_norm_backward, OpId::add_layer_norm_backward,
+                  OpId::native_rms_norm_backward, OpId::native_batch_norm_backward, OpId::flash_attention_backward,
+                  OpId::avg_pool2d_backward, OpId::adaptive_avg_pool2d_backward, OpId::conv2d_backward_weight,
+                  OpId::linear_weight_bias_grad, OpId::linear_dgelu_bgrad})
+    set(op, {{}, false, run_other});
+  set(OpId::max_pool2d_backward, {{I}, false, run_other});
   set(OpId::linear_gelu, {{X}, false, run_other});
   set(OpId::mlp_gelu, {{X, X}, false, run_other});
   set(OpId::linear_cross_entropy, {{}, false, run_other});

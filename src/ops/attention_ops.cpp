@@ -231,6 +231,9 @@ std::tuple<Tensor, Tensor, Tensor> flash_attention_backward(const Tensor& grad_o
   }
   attention_backward_kernel(q.device(), dq, dk, dv, kernel_arg(grad_out, d), kernel_arg(q, d), kernel_arg(k, d),
                             kernel_arg(v, d), kernel_arg(out, d), lse.detach().contiguous(), p);
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {grad_out, q, k, v, out, lse}, {dq, dk, dv},
+                         OpAttrs{.scalars = {Scalar(scale)}, .ints = {is_causal ? 1 : 0}});
   return {dq, dk, dv};
 }
 

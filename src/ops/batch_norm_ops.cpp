@@ -179,6 +179,11 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(const Tensor& grad
     const Tensor gk = in_kernel_layout(grad_out.detach(), cl);
     batch_norm_backward_kernel(x.device(), dx, dw, db, gk, xk, detached(weight), mean, invstd, reserve, s, training, eps);
   }
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {grad_out, x, weight, running_mean, running_var, save_mean, save_invstd, reserve},
+                         defined_only({dx, dw, db}),
+                         OpAttrs{.ints = {output_mask[0], output_mask[1], output_mask[2]},
+                                 .typed = BatchNormAttrs{.training = training, .eps = eps}});
   return {dx, dw, db};
 }
 

@@ -165,16 +165,21 @@ std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2,
   TS_CHECK(is_floating_point(g.dtype()) && w2.dtype() == g.dtype() && pre.dtype() == g.dtype(), DTypeError, op,
            ": expected grad, weight and pre of one floating dtype, got ", dtype_name(g.dtype()), ", ",
            dtype_name(w2.dtype()), " and ", dtype_name(pre.dtype()));
-  NoRecordScope no_record;
-  const int64_t m = g.size(0), n2 = g.size(1), n1 = w2.size(1);
-  if (m > 0 && n1 > 0 && n2 > 0 && linear_dgelu_bgrad_kernel.has(g.device().type())) {
-    Tensor dpre = make_empty({m, n1}, g.dtype(), g.device());
-    Tensor db = want_bias ? make_empty({n1}, g.dtype(), g.device()) : Tensor();
-    linear_dgelu_bgrad_kernel(g.device(), dpre, db, g.contiguous(), w2.contiguous(), pre.contiguous());
-    return {dpre, db};
-  }
-  Tensor dpre = gelu_tanh_backward(mm(g, w2), pre);
-  return {dpre, want_bias ? sum(dpre, std::vector<int64_t>{0}) : Tensor()};
+  auto [dpre, db] = [&]() -> std::tuple<Tensor, Tensor> {
+    NoRecordScope no_record;
+    const int64_t m = g.size(0), n2 = g.size(1), n1 = w2.size(1);
+    if (m > 0 && n1 > 0 && n2 > 0 && linear_dgelu_bgrad_kernel.has(g.device().type())) {
+      Tensor d = make_empty({m, n1}, g.dtype(), g.device());
+      Tensor b = want_bias ? make_empty({n1}, g.dtype(), g.device()) : Tensor();
+      linear_dgelu_bgrad_kernel(g.device(), d, b, g.contiguous(), w2.contiguous(), pre.contiguous());
+      return {d, b};
+    }
+    Tensor d = gelu_tanh_backward(mm(g, w2), pre);
+    return {d, want_bias ? sum(d, std::vector<int64_t>{0}) : Tensor()};
+  }();
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {g, w2, pre}, defined_only({dpre, db}), OpAttrs{.flag = want_bias});
+  return {dpre, db};
 }
 
 Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& pre) {
@@ -217,17 +222,20 @@ std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor
   TS_CHECK(is_floating_point(g.dtype()) && g.dtype() == x.dtype(), DTypeError, op,
            ": expected grad and input of one floating dtype, got ", dtype_name(g.dtype()), " and ",
            dtype_name(x.dtype()));
-  NoRecordScope no_record;
-  const int64_t m = g.size(0), n = g.size(1), k = x.size(1);
-  if (output_mask[0] && output_mask[1] && m > 0 && n > 0 && k > 0 &&
-      linear_weight_bias_grad_kernel.has(g.device().type())) {
-    Tensor dw = make_empty({n, k}, g.dtype(), g.device());
-    Tensor db = make_empty({n}, g.dtype(), g.device());
-    linear_weight_bias_grad_kernel(g.device(), dw, db, g.contiguous(), x.contiguous());
-    return {dw, db};
-  }
-  Tensor dw = output_mask[0] ? mm(g.t(), x) : Tensor();
-  Tensor db = output_mask[1] ? sum(g, std::vector<int64_t>{0}) : Tensor();
+  auto [dw, db] = [&]() -> std::tuple<Tensor, Tensor> {
+    NoRecordScope no_record;
+    const int64_t m = g.size(0), n = g.size(1), k = x.size(1);
+    if (output_mask[0] && output_mask[1] && m > 0 && n > 0 && k > 0 &&
+        linear_weight_bias_grad_kernel.has(g.device().type())) {
+      Tensor w_grad = make_empty({n, k}, g.dtype(), g.device());
+      Tensor b_grad = make_empty({n}, g.dtype(), g.device());
+      linear_weight_bias_grad_kernel(g.device(), w_grad, b_grad, g.contiguous(), x.contiguous());
+      return {w_grad, b_grad};
+    }
+    return {output_mask[0] ? mm(g.t(), x) : Tensor(), output_mask[1] ? sum(g, std::vector<int64_t>{0}) : Tensor()};
+  }();
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {g, x}, defined_only({dw, db}), OpAttrs{.ints = {output_mask[0], output_mask[1]}});
   return {dw, db};
 }
 

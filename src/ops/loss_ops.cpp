@@ -15,6 +15,7 @@
 #include "ops/autograd_hook.h"
 #include "ops/loss_kernel.h"
 #include "ops/loss_ops.h"
+#include "tessera/autograd.h"
 #include "ops/no_record.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
@@ -114,17 +115,22 @@ std::pair<Tensor, Tensor> cross_entropy_loss_rows(const Tensor& logits, const Te
   Tensor lse = make_empty(target.sizes(), ldt, logits.device());
   Tensor t64, w;
   {
-    NoRecordScope no_record(record);
-    Tensor x = logits_rows(logits.detach(), m, c);
+    // Made by ops the capture sees (Note [Trace records]): the derivative saves them.
+    NoGradGuard no_grad;
     t64 = cast_to(target.detach(), kInt64).contiguous();
     w = weight_rows(weight, logits.dtype());
+  }
+  {
+    NoRecordScope no_record(record);
+    Tensor x = logits_rows(logits.detach(), m, c);
     if (m > 0)
       cross_entropy_forward_kernel(logits.device(), loss.reshape({m}), lse.reshape({m}), x, t64.reshape({m}), w, cp);
   }
   if (capturing()) {  // the call as made (Note [Trace records]): t64 and w are made inside the op
     OpAttrs call = make_attrs({ignore_index, classes});
     call.scalars = {Scalar(label_smoothing)};
-    detail::trace_record(OpId::cross_entropy_loss_rows, {logits, target, weight}, {loss, lse}, call);
+    // t64 and w ride along as inputs so that they stay values of the graph for the backward.
+    detail::trace_record(OpId::cross_entropy_loss_rows, {logits, target, weight, t64, w}, {loss, lse}, call);
   }
   if (record) {
     OpAttrs attrs = make_attrs({ignore_index, classes}, {t64, w, lse});
@@ -161,6 +167,11 @@ Tensor cross_entropy_loss_rows_backward(const Tensor& grad, const Tensor& logits
     Tensor wsum = w.defined() && label_smoothing > 0 ? w.sum() : Tensor();
     if (m > 0 && c > 0)
       cross_entropy_backward_kernel(logits.device(), dx.reshape({m, c}), g, x, t64, w, wsum, l, cp);
+  }
+  if (capturing()) {  // Note [Trace records]: the call as made
+    OpAttrs call = make_attrs({ignore_index, classes});
+    call.scalars = {Scalar(label_smoothing)};
+    detail::trace_record(id, {grad, logits, target, weight, lse}, {dx}, call);
   }
   return logits.dim() >= 3 ? dx.movedim(-1, 1) : dx;
 }

@@ -139,6 +139,10 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(const Tensor& grad
   if (!dx.defined() && !dw.defined() && !db.defined()) return {dx, dw, db};
   norm_backward_kernel(x.device(), dx, dw, db, kernel_arg(grad_out, d), kernel_arg(x, d), kernel_arg(mean, mean.dtype()),
                        kernel_arg(rstd, rstd.dtype()), kernel_arg(weight, d), NormParams{v.rows, v.cols, 0.0, false});
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {grad_out, x, mean, rstd, weight, bias}, defined_only({dx, dw, db}),
+                         OpAttrs{.ints = {output_mask[0], output_mask[1], output_mask[2]},
+                                 .typed = NormAttrs{.normalized_shape = normalized_shape}});
   return {dx, dw, db};
 }
 
@@ -218,6 +222,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> native_add_layer_norm_backward(
                            kernel_arg(sum, d), kernel_arg(mean, mean.dtype()), kernel_arg(rstd, rstd.dtype()),
                            kernel_arg(weight, d), NormParams{v.rows, v.cols, 0.0, false});
   if (output_mask[1] && !mixed) dx_low = cast_to(dx_full, *low_dtype);
+  if (capturing()) {  // Note [Trace records]: the call as made (ints: the mask, then the low dtype or -1)
+    const int64_t low = low_dtype ? static_cast<int64_t>(*low_dtype) : -1;
+    detail::trace_record(id, {grad_y, grad_sum, sum, mean, rstd, weight, bias}, defined_only({dx, dx_low, dw, db}),
+                         OpAttrs{.ints = {output_mask[0], output_mask[1], output_mask[2], output_mask[3], low},
+                                 .typed = NormAttrs{.normalized_shape = normalized_shape}});
+  }
   return {dx, dx_low, dw, db};
 }
 
@@ -255,6 +265,10 @@ std::tuple<Tensor, Tensor> native_rms_norm_backward(const Tensor& grad_out, cons
   if (!dx.defined() && !dw.defined()) return {dx, dw};
   norm_backward_kernel(x.device(), dx, dw, Tensor(), kernel_arg(grad_out, d), kernel_arg(x, d), Tensor(),
                        kernel_arg(rstd, rstd.dtype()), kernel_arg(weight, d), NormParams{v.rows, v.cols, 0.0, true});
+  if (capturing())  // Note [Trace records]: the call as made
+    detail::trace_record(id, {grad_out, x, rstd, weight}, defined_only({dx, dw}),
+                         OpAttrs{.ints = {output_mask[0], output_mask[1]},
+                                 .typed = NormAttrs{.normalized_shape = normalized_shape}});
   return {dx, dw};
 }
 

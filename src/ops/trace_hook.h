@@ -23,6 +23,15 @@ namespace tessera {
 // True on a captured thread outside the body of an op that records itself.
 inline bool capturing() { return detail::t_capturing && detail::t_trace_suppress == 0; }
 
+// The defined tensors of `ts`, in order: the outputs a backward op's mask asked for, as its trace
+// record lists them (the compiler's replay filters its results the same way).
+inline std::vector<Tensor> defined_only(std::initializer_list<Tensor> ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts)
+    if (t.defined()) out.push_back(t);
+  return out;
+}
+
 namespace detail {
 void trace_record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                   const OpAttrs& attrs);

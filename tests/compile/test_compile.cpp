@@ -274,6 +274,25 @@ TEST(Compile, GradientsThroughACompiledForwardEqualEager) {
   EXPECT_EQ(f.stats().graph_calls, 2);
 }
 
+TEST(Compile, TheBackwardIsACapturedGraphRunByOneNode) {
+  auto loss_of = [](const ts::Tensor& x, const ts::Tensor& w) { return program(x, w).pow(2).sum(); };
+  auto f = ts::compile(loss_of);
+  ts::Tensor x = ts::randn({4, 6}), w = ts::randn({5, 6}).requires_grad_(true);
+  f(x, w);
+  ts::Tensor l = f(x, w);  // the graph's call: one autograd node for the whole function
+  EXPECT_EQ(f.stats().joint_variants, 1);
+  ASSERT_NE(l.grad_fn(), nullptr);
+  EXPECT_EQ(l.grad_fn()->name(), "CompiledFunctionBackward");
+  const std::string bwd = f.last_backward_graph();
+  EXPECT_NE(bwd.find("input %0 : float32[]{}+0@cpu arg 0"), std::string::npos) << bwd;  // the loss's gradient
+  EXPECT_NE(bwd.find("saved"), std::string::npos) << bwd;
+  EXPECT_NE(bwd.find("mm("), std::string::npos) << bwd;
+  // A graph of the backward is refused rather than silently first-order.
+  EXPECT_THROW(ts::autograd::grad({l}, {w}, {}, true, /*create_graph=*/true), ts::NotImplementedError);
+  l.backward();
+  EXPECT_THROW(l.backward(), ts::ValueError);  // the saved values are gone, as in eager
+}
+
 TEST(Compile, BadOptionsAreRefused) {
   ts::CompileOptions o;
   o.backend = "inductor";

@@ -1,8 +1,9 @@
 // Random programs (generator.h) compiled against eager on the CPU: the same function, run once
 // eagerly and twice compiled (the first call captures it, the second runs the graph on fresh copies
-// of the inputs). Outputs and gradients must be bitwise equal (the graph runs the same kernels in the
-// same order), an error must be the same error, and most programs must run as graphs (the test
-// fails when the compiler falls back to eager for more than a few, so that it cannot pass by not
+// of the inputs, and its gradients come from the captured backward graph: Note [Joint graph]).
+// Outputs and gradients must be bitwise equal (the graph runs the same kernels in the same order),
+// an error must be the same error, and most programs must run as graphs with a backward graph (the
+// test fails when the compiler falls back for more than a few, so that it cannot pass by not
 // compiling). TESSERA_COMPILED_PROGRAMS sets the count (default 2000, about a second).
 #include <gtest/gtest.h>
 
@@ -81,8 +82,8 @@ std::string differs(const ProgramRun& a, const ProgramRun& b) {
 
 TEST(CompiledPrograms, EqualEagerBitwise) {
   const int n = program_count();
-  int graphs = 0, eager = 0, errors = 0, failed = 0;
-  std::map<std::string, int> fallbacks;
+  int graphs = 0, eager = 0, errors = 0, failed = 0, with_grad = 0, joint = 0;
+  std::map<std::string, int> fallbacks, no_joint;
   ts::set_compile_warning_handler([&](const std::string& m) {
     // "compile(function): the op X has no replay ...": count by reason, without the op count
     fallbacks[m.substr(0, m.find(" after "))]++;
@@ -107,16 +108,26 @@ TEST(CompiledPrograms, EqualEagerBitwise) {
     const ts::CompileStats s = f.stats();
     graphs += s.graph_calls == 1;
     eager += s.eager_calls > 0;
+    if (!want.grads.empty()) {  // the program differentiates: its backward should be a graph too
+      ++with_grad;
+      joint += s.joint_variants == 1;
+      for (const std::string& why : s.no_backward_reasons) no_joint[why.substr(0, why.find(" after "))]++;
+    }
     if (s.eager_calls > 0 && std::getenv("TESSERA_COMPILED_PROGRAMS_VERBOSE"))
       std::cout << "eager: " << tp::summary(p) << std::endl;
   }
   ts::set_compile_warning_handler(nullptr);
   std::string reasons;
   for (const auto& [why, count] : fallbacks) reasons += "\n  " + std::to_string(count) + "x " + why;
+  std::string joint_reasons;
+  for (const auto& [why, count] : no_joint) joint_reasons += "\n  " + std::to_string(count) + "x " + why;
   const int ran = n - errors;
   std::cout << "compiled programs: " << n << ", " << errors << " raise eagerly too, " << graphs
-            << " ran as graphs, " << eager << " fell back to eager" << reasons << std::endl;
+            << " ran as graphs, " << eager << " fell back to eager" << reasons << "\n"
+            << with_grad << " differentiate, " << joint << " with a captured backward graph" << joint_reasons
+            << std::endl;
   EXPECT_GE(graphs, ran * 95 / 100) << "too many programs fell back to eager:" << reasons;
+  EXPECT_GE(joint, with_grad * 80 / 100) << "too many backward passes were not captured:" << joint_reasons;
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct CompileStats {
   int graph_calls = 0;  // calls answered by running a graph
   int eager_calls = 0;  // calls that ran the program eagerly (a break, an unsupported op, the limit)
   int variants = 0;
+  int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
+  // For each variant without a backward graph although its outputs take a gradient: why.
+  std::vector<std::string> no_backward_reasons;
   // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").
   std::vector<std::string> recompile_reasons;
 };
@@ -50,8 +53,10 @@ class CompiledProgram {
   std::string explain(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
                       const Program& program);
   CompileStats stats() const;
-  // The graph text of the variant that answered the last call (empty when it ran eagerly).
+  // The graph text of the variant that answered the last call (empty when it ran eagerly), and of
+  // its backward graph (empty when it has none).
   std::string last_graph() const;
+  std::string last_backward_graph() const;
   void reset();  // forgets every variant
   const CompileOptions& options() const;
 
