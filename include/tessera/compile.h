@@ -22,7 +22,15 @@
 // Tensors that the callable reaches other than through its arguments (globals, captured variables,
 // a module's tensors when a lambda rather than the module is compiled) are constants of the graph:
 // held by identity, read as they are at each call. Rebind such a variable and the graph keeps the old
-// tensor: pass it as an argument instead, or call reset().
+// tensor: pass it as an argument instead, or call reset(). Likewise the C++ control flow of the first
+// call is what the graph holds (as with torch.jit.trace): a branch on anything but the guarded
+// properties of the arguments (a global flag, a counter in the closure) is baked in; pass what it
+// depends on as an argument (numbers are guarded by value), or read it from a tensor on the host,
+// which breaks the graph.
+//
+// Training: when the outputs take a gradient, the backward is captured too (Note [Joint graph] in
+// src/compile/capture.h) and runs as one autograd node; a backward() inside the compiled callable
+// breaks the graph (compile the forward and call backward() on its result).
 //
 // What runs now: backend "eager" (the graph's nodes through tessera's kernels, intermediates released
 // at their last use); modes Default, ReduceOverhead and MaxAutotune are accepted and act alike until
