@@ -336,6 +336,8 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
       return {conv2d_backward_weight(in[0], in[1], pair(c.kernel), pair(c.stride), pair(c.padding), pair(c.dilation),
                                      c.groups)};
     }
+    case OpId::gelu_tanh_backward:
+      return {gelu_tanh_backward(in[0], in[1])};
     case OpId::linear_weight_bias_grad: {
       auto [dw, db] = linear_weight_bias_grad(in[0], in[1], mask<2>(a));
       return defined_only({dw, db});
@@ -344,10 +346,10 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
       auto [dpre, db] = linear_dgelu_bgrad(in[0], in[1], in[2], a.flag);
       return defined_only({dpre, db});
     }
-    case OpId::linear_gelu:
-      return {linear_gelu(in[0], in[1], opt(in[2]))};
-    case OpId::mlp_gelu:
-      return {mlp_gelu(in[0], in[1], opt(in[2]), in[3], opt(in[4]))};
+    case OpId::linear_gelu:  // outputs {y, pre}: the saved pre-activation is a value of the graph
+      return vec(linear_gelu_saving(in[0], in[1], opt(in[2])));
+    case OpId::mlp_gelu:  // outputs {y, pre, h}
+      return vec(mlp_gelu_saving(in[0], in[1], opt(in[2]), in[3], opt(in[4])));
     case OpId::linear_cross_entropy:  // the call as made: {x, weight, target}
       return {linear_cross_entropy(in[0], in[1], in[2], a.ints.at(0), a.str, a.ints.at(1))};
     case OpId::flash_attention_forward:
@@ -455,11 +457,11 @@ std::array<OpReplay, kNumOps> build_table() {
   for (OpId op : {OpId::cross_entropy_backward, OpId::native_layer_norm_backward, OpId::add_layer_norm_backward,
                   OpId::native_rms_norm_backward, OpId::native_batch_norm_backward, OpId::flash_attention_backward,
                   OpId::avg_pool2d_backward, OpId::adaptive_avg_pool2d_backward, OpId::conv2d_backward_weight,
-                  OpId::linear_weight_bias_grad, OpId::linear_dgelu_bgrad})
+                  OpId::linear_weight_bias_grad, OpId::linear_dgelu_bgrad, OpId::gelu_tanh_backward})
     set(op, {{}, false, run_other});
   set(OpId::max_pool2d_backward, {{I}, false, run_other});
-  set(OpId::linear_gelu, {{X}, false, run_other});
-  set(OpId::mlp_gelu, {{X, X}, false, run_other});
+  set(OpId::linear_gelu, {{O}, false, run_other});
+  set(OpId::mlp_gelu, {{O, O}, false, run_other});
   set(OpId::linear_cross_entropy, {{}, false, run_other});
   for (OpId op : {OpId::copy_, OpId::fill_, OpId::relu_, OpId::add_, OpId::sub_, OpId::mul_, OpId::uniform_,
                   OpId::normal_, OpId::bernoulli_, OpId::random_})

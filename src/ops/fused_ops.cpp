@@ -57,10 +57,14 @@ std::pair<Tensor, Tensor> pre_and_gelu(const Tensor& x2, const Tensor& w, const 
 
 }  // namespace
 
-Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+namespace {
+// linear_gelu's body; keep_saved computes the pre-activation even when nothing records (the
+// compiler's replay of a joint graph's forward reads it as an output).
+std::tuple<Tensor, Tensor> linear_gelu_body(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                                            bool keep_saved) {
   const Tensor* bp = bias && bias->defined() ? &*bias : nullptr;
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c(OpId::linear_gelu, {&x, &weight, bp}); c) return linear_gelu(c[0], c[1], c.opt(2));
+    if (AutocastArgs c(OpId::linear_gelu, {&x, &weight, bp}); c) return linear_gelu_body(c[0], c[1], c.opt(2), keep_saved);
   static const Tensor kNoBias;  // observers see an undefined tensor, never a null pointer
   const OpId id = OpId::linear_gelu;
   const char* op = op_name(id);
@@ -91,7 +95,7 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
     const Tensor x2 = x.detach().reshape({m, k}).contiguous();
     const Tensor w = weight.detach().contiguous();
     const Tensor b = bp ? bp->detach().contiguous() : Tensor();
-    std::tie(pre, y) = pre_and_gelu(x2, w, b, rec);
+    std::tie(pre, y) = pre_and_gelu(x2, w, b, rec || keep_saved);
     y = y.view(out_shape);
   }
   if (rec) {
@@ -99,15 +103,26 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
     attrs.tensors = {pre};
     record_op(id, {x, weight, bp ? *bp : kNoBias}, {y}, std::move(attrs));
   }
-  return y;
+  return {y, pre};
+}
+}  // namespace
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  return std::get<0>(linear_gelu_body(x, weight, bias, false));
+}
+std::tuple<Tensor, Tensor> linear_gelu_saving(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias) {
+  return linear_gelu_body(x, weight, bias, true);
 }
 
-Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
-                const std::optional<Tensor>& b2) {
+namespace {
+// mlp_gelu's body; keep_saved as linear_gelu_body's.
+std::tuple<Tensor, Tensor, Tensor> mlp_gelu_body(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1,
+                                                 const Tensor& w2, const std::optional<Tensor>& b2, bool keep_saved) {
   const Tensor* b1p = b1 && b1->defined() ? &*b1 : nullptr;
   const Tensor* b2p = b2 && b2->defined() ? &*b2 : nullptr;
   if (autocast_pending()) [[unlikely]]
-    if (AutocastArgs c(OpId::mlp_gelu, {&x, &w1, b1p, &w2, b2p}); c) return mlp_gelu(c[0], c[1], c.opt(2), c[3], c.opt(4));
+    if (AutocastArgs c(OpId::mlp_gelu, {&x, &w1, b1p, &w2, b2p}); c)
+      return mlp_gelu_body(c[0], c[1], c.opt(2), c[3], c.opt(4), keep_saved);
   static const Tensor kNoBias;
   const OpId id = OpId::mlp_gelu;
   const char* op = op_name(id);
@@ -139,7 +154,7 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
     NoRecordScope no_record;
     const Tensor x2 = x.detach().reshape({m, k}).contiguous();
     const Tensor b1c = b1p ? b1p->detach().contiguous() : Tensor();
-    std::tie(pre, h) = pre_and_gelu(x2, w1.detach().contiguous(), b1c, rec);
+    std::tie(pre, h) = pre_and_gelu(x2, w1.detach().contiguous(), b1c, rec || keep_saved);
     y = linear(h, w2.detach(), b2p ? std::optional<Tensor>(b2p->detach()) : std::nullopt).view(out_shape);
   }
   if (rec) {
@@ -147,7 +162,17 @@ Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& 
     attrs.tensors = {pre, h};
     record_op(id, {x, w1, b1p ? *b1p : kNoBias, w2, b2p ? *b2p : kNoBias}, {y}, std::move(attrs));
   }
-  return y;
+  return {y, pre, h};
+}
+}  // namespace
+
+Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
+                const std::optional<Tensor>& b2) {
+  return std::get<0>(mlp_gelu_body(x, w1, b1, w2, b2, false));
+}
+std::tuple<Tensor, Tensor, Tensor> mlp_gelu_saving(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1,
+                                                   const Tensor& w2, const std::optional<Tensor>& b2) {
+  return mlp_gelu_body(x, w1, b1, w2, b2, true);
 }
 
 std::tuple<Tensor, Tensor> linear_dgelu_bgrad(const Tensor& g, const Tensor& w2, const Tensor& pre, bool want_bias) {
@@ -194,20 +219,24 @@ Tensor gelu_tanh_backward(const Tensor& grad, const Tensor& pre) {
   TS_CHECK(is_floating_point(pre.dtype()) && grad.dtype() == pre.dtype(), DTypeError, op,
            ": expected grad and pre of one floating dtype, got ", dtype_name(grad.dtype()), " and ",
            dtype_name(pre.dtype()));
-  NoRecordScope no_record;
-  if (pre.numel() > 0 && gelu_tanh_backward_kernel.has(pre.device().type())) {
-    Tensor dpre = make_empty(pre.sizes(), pre.dtype(), pre.device());
-    gelu_tanh_backward_kernel(pre.device(), dpre, grad.contiguous(), pre.contiguous());
-    return dpre;
-  }
-  // d/dv of 0.5 v (1 + tanh(b (v + c v^3))), b = sqrt(2 / pi), c = 0.044715; 16-bit in float32.
-  constexpr double kBeta = 0.7978845608028654, kKappa = 0.044715;
-  const DType cd = compute_dtype(pre.dtype());
-  const Tensor v = pre.to(cd), v2 = v * v;
-  const Tensor t = tanh((v + v2 * v * kKappa) * kBeta);
-  const Tensor left = (t + 1) * 0.5;
-  const Tensor right = v * 0.5 * (1 - t * t) * ((v2 * (3 * kKappa) + 1) * kBeta);
-  return (grad.to(cd) * (left + right)).to(pre.dtype());
+  Tensor dpre = [&] {
+    NoRecordScope no_record;
+    if (pre.numel() > 0 && gelu_tanh_backward_kernel.has(pre.device().type())) {
+      Tensor d = make_empty(pre.sizes(), pre.dtype(), pre.device());
+      gelu_tanh_backward_kernel(pre.device(), d, grad.contiguous(), pre.contiguous());
+      return d;
+    }
+    // d/dv of 0.5 v (1 + tanh(b (v + c v^3))), b = sqrt(2 / pi), c = 0.044715; 16-bit in float32.
+    constexpr double kBeta = 0.7978845608028654, kKappa = 0.044715;
+    const DType cd = compute_dtype(pre.dtype());
+    const Tensor v = pre.to(cd), v2 = v * v;
+    const Tensor t = tanh((v + v2 * v * kKappa) * kBeta);
+    const Tensor left = (t + 1) * 0.5;
+    const Tensor right = v * 0.5 * (1 - t * t) * ((v2 * (3 * kKappa) + 1) * kBeta);
+    return (grad.to(cd) * (left + right)).to(pre.dtype());
+  }();
+  if (capturing()) detail::trace_record(id, {grad, pre}, {dpre}, OpAttrs{});  // Note [Trace records]
+  return dpre;
 }
 
 std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor& x, std::array<bool, 2> output_mask) {

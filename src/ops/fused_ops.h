@@ -29,6 +29,13 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const std::optional<Te
 Tensor mlp_gelu(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1, const Tensor& w2,
                 const std::optional<Tensor>& b2);
 
+// The same calls, also returning the tensors their derivatives save whatever grad mode says:
+// (y, pre) and (y, pre, h). The compiler's replay uses them, so that a joint graph's forward, which
+// runs without autograd, still gives the backward graph its saved values (Note [Joint graph]).
+std::tuple<Tensor, Tensor> linear_gelu_saving(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias);
+std::tuple<Tensor, Tensor, Tensor> mlp_gelu_saving(const Tensor& x, const Tensor& w1, const std::optional<Tensor>& b1,
+                                                   const Tensor& w2, const std::optional<Tensor>& b2);
+
 // (dpre, dbias): dpre = (g @ w2) * gelu_tanh'(pre) (M, N1) and, when want_bias, dbias = the sum of
 // dpre's rows (N1); g (M, N2), w2 (N2, N1), pre (M, N1), one floating dtype. Records nothing. On CUDA
 // one GEMM with cuBLASLt's DGELU_BGRAD epilogue (which runs the epilogue as a kernel of its own on an
