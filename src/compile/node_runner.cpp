@@ -350,8 +350,11 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
       return vec(linear_gelu_saving(in[0], in[1], opt(in[2])));
     case OpId::mlp_gelu:  // outputs {y, pre, h}
       return vec(mlp_gelu_saving(in[0], in[1], opt(in[2]), in[3], opt(in[4])));
-    case OpId::linear_cross_entropy:  // the call as made: {x, weight, target}
-      return {linear_cross_entropy(in[0], in[1], in[2], a.ints.at(0), a.str, a.ints.at(1))};
+    case OpId::linear_cross_entropy: {  // the call as made: {x, weight, target} -> loss, and dx, dW where computed
+      auto [loss, dx, dw] = linear_cross_entropy_saving(in[0], in[1], in[2], a.ints.at(0), a.str, a.ints.at(1),
+                                                        a.ints.at(2) != 0, a.ints.at(3) != 0);
+      return defined_only({loss, dx, dw});
+    }
     case OpId::flash_attention_forward:
       return vec(flash_attention_forward(in[0], in[1], in[2], a.ints.at(0) != 0, a.scalars.at(0).to_double()));
     case OpId::cross_entropy_loss_rows: {  // the call as made: {logits, target, weight}

@@ -284,11 +284,15 @@ std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor
 // over all Vp columns. exp(-inf) = 0 adds nothing to the log-sum-exp (the targets are below V), so
 // the loss is unchanged; the pad columns of dlogits are exactly 0, so dx = dlogits @ Wp is unchanged
 // and dWp's pad rows are dropped.
-Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index,
-                            const std::string& reduction, int64_t chunk_rows) {
+namespace {
+// linear_cross_entropy's body -> (loss, dx, dW); want_dx / want_dw compute those gradients even when
+// nothing records (the compiler's replay of a joint graph's forward, which runs without autograd).
+std::tuple<Tensor, Tensor, Tensor> linear_cross_entropy_body(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                                             int64_t ignore_index, const std::string& reduction,
+                                                             int64_t chunk_rows, bool want_dx, bool want_dw) {
   if (autocast_pending()) [[unlikely]]
     if (AutocastArgs c(OpId::linear_cross_entropy, {&x, &weight}); c)
-      return linear_cross_entropy(c[0], c[1], target, ignore_index, reduction, chunk_rows);
+      return linear_cross_entropy_body(c[0], c[1], target, ignore_index, reduction, chunk_rows, want_dx, want_dw);
   const OpId id = OpId::linear_cross_entropy;
   const char* op = op_name(id);
   OpScope scope(id, {&x, &weight, &target});
@@ -312,7 +316,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
            reduction, "'");
   TS_CHECK(chunk_rows > 0, ValueError, op, ": chunk_rows must be positive, got ", chunk_rows);
   const bool rec = should_record({&x, &weight});
-  const bool need_x = rec && requires_grad(x), need_w = rec && requires_grad(weight);
+  const bool need_x = (rec && requires_grad(x)) || want_dx, need_w = (rec && requires_grad(weight)) || want_dw;
   const DType d = x.dtype(), ldt = d == kFloat64 ? kFloat64 : kFloat32;
   const Device dev = x.device();
   const int64_t n = x.size(0), c = x.size(1), v = weight.size(0);
@@ -369,17 +373,31 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     loss = reduction == "mean" ? total * scale : total;
     if (need_w) dw = dw_acc.narrow(0, 0, v).to(d);  // the first V rows: contiguous
   }
-  if (capturing()) {  // the call as made (Note [Trace records]): t64 is made inside the op
-    OpAttrs call = make_attrs({ignore_index, chunk_rows});
+  if (capturing()) {  // the call as made (Note [Trace records]): t64 is made inside the op; dx and dW,
+                      // which the derivative saves, are outputs (ints: ignore_index, chunk_rows, and
+                      // whether each was computed)
+    OpAttrs call = make_attrs({ignore_index, chunk_rows, dx.defined() ? 1 : 0, dw.defined() ? 1 : 0});
     call.str = reduction;
-    detail::trace_record(id, {x, weight, target}, {loss}, call);
+    detail::trace_record(id, {x, weight, target}, defined_only({loss, dx, dw}), call);
   }
   if (rec) {
     OpAttrs attrs = make_attrs({ignore_index}, {dx, dw, t64});
     attrs.str = reduction;
     record_op_untraced(id, {x, weight}, {loss}, std::move(attrs));
   }
-  return loss;
+  return {loss, dx, dw};
+}
+}  // namespace
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index,
+                            const std::string& reduction, int64_t chunk_rows) {
+  return std::get<0>(linear_cross_entropy_body(x, weight, target, ignore_index, reduction, chunk_rows, false, false));
+}
+std::tuple<Tensor, Tensor, Tensor> linear_cross_entropy_saving(const Tensor& x, const Tensor& weight,
+                                                               const Tensor& target, int64_t ignore_index,
+                                                               const std::string& reduction, int64_t chunk_rows,
+                                                               bool want_dx, bool want_dw) {
+  return linear_cross_entropy_body(x, weight, target, ignore_index, reduction, chunk_rows, want_dx, want_dw);
 }
 
 }  // namespace tessera

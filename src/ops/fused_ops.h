@@ -64,5 +64,11 @@ std::tuple<Tensor, Tensor> linear_weight_bias_grad(const Tensor& g, const Tensor
 // attrs.str = reduction.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& target, int64_t ignore_index = -100,
                             const std::string& reduction = "mean", int64_t chunk_rows = 4096);
+// The same call -> (loss, dx, dW), computing dx and dW where asked even when nothing records (the
+// compiler's replay; Note [Joint graph]).
+std::tuple<Tensor, Tensor, Tensor> linear_cross_entropy_saving(const Tensor& x, const Tensor& weight,
+                                                               const Tensor& target, int64_t ignore_index,
+                                                               const std::string& reduction, int64_t chunk_rows,
+                                                               bool want_dx, bool want_dw);
 
 }  // namespace tessera

@@ -107,6 +107,33 @@ TEST(CompileModels, GPT2UnfusedPath) {
       [] { return ts::randint(0, 64, {2, 12}, ts::kInt64); }, true);
 }
 
+TEST(CompileModels, GPT2LossThroughTheChunkedClassifier) {
+  // GPT2::loss: the chunked classifier + cross-entropy (linear_cross_entropy), whose forward computes
+  // the gradients that its backward scales; with the joint graph they are outputs of the forward graph.
+  ts::manual_seed(5);
+  ts::models::GPT2 a(small_gpt());
+  ts::manual_seed(5);
+  ts::models::GPT2 b(small_gpt());
+  auto loss = ts::compile([&](const ts::Tensor& idx, const ts::Tensor& tgt) { return a.loss(idx, tgt, 8); });
+  for (int call = 0; call < 3; ++call) {
+    ts::Tensor idx = ts::randint(0, 64, {2, 12}, ts::kInt64), tgt = ts::randint(0, 64, {2, 12}, ts::kInt64);
+    ts::manual_seed(90 + call);
+    ts::Tensor la = loss(idx, tgt);
+    ts::manual_seed(90 + call);
+    ts::Tensor lb = b.loss(idx, tgt, 8);
+    ASSERT_TRUE(bitwise(la, lb)) << "call " << call;
+    la.backward();
+    lb.backward();
+    auto pa = a.named_parameters(), pb = b.named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      ASSERT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << "call " << call << " " << pa[i].first;
+    a.zero_grad();
+    b.zero_grad();
+  }
+  EXPECT_EQ(loss.stats().graph_calls, 2);
+  EXPECT_EQ(loss.stats().joint_variants, 1) << (loss.stats().no_backward_reasons.empty() ? "" : loss.stats().no_backward_reasons[0]);
+}
+
 TEST(CompileModels, TwentyTrainingStepsFollowEagerBitwise) {
   ts::manual_seed(3);
   ts::models::MLP a(20, {32}, 5);
