@@ -173,14 +173,13 @@ class CaptureStage final : public TracerStage {
       if (outputs.size() != 1 || !outputs[0].defined()) return "an in-place record without its tensor";
       const int self = resolve(outputs[0], overwrites_whole(op), std::string(op_name(op)) + "'s self");
       if (self == kStop) return failure_;
-      n.inputs.push_back(self);  // kFresh (-1): the node allocates it
+      n.inputs.push_back(self);  // -1: a fresh buffer, which the node allocates
     }
     for (const Tensor& t : inputs) {
       if (!t.defined()) {
         n.inputs.push_back(-1);
         continue;
       }
-      // The self of an in-place op that overwrites it whole is read by nothing else.
       const int v = resolve(t, false, std::string(op_name(op)) + "'s input");
       if (v == kStop) return failure_;
       n.inputs.push_back(v);
@@ -203,6 +202,8 @@ class CaptureStage final : public TracerStage {
         n.inputs.push_back(v);
       }
     }
+    for (const Tensor& t : outs)
+      if (!t.defined()) return std::string(op_name(op)) + " recorded an undefined output";
     n.attrs = attrs;
     n.attrs.tensors.clear();
     if (!frames_.empty()) {
@@ -211,7 +212,6 @@ class CaptureStage final : public TracerStage {
     }
     const int node = static_cast<int>(graph().nodes.size());
     for (size_t k = 0; k < outs.size(); ++k) {
-      if (!outs[k].defined()) return std::string(op_name(op)) + " recorded an undefined output";
       TensorMeta m = TensorMeta::of(outs[k]);
       m.requires_grad = false;  // autograd records after the trace: intermediates carry no flag
       const int v = graph().add_value(m, node, static_cast<int>(k));

@@ -36,9 +36,10 @@ namespace tessera::compiler {
 // program's outputs); its outputs are the input gradients that are defined. At run time the forward
 // graph runs without autograd and one autograd node runs the backward graph: no per-op nodes, no
 // per-op saved tensors. What the backward saves is what eager autograd would save (no
-// rematerialization yet). Where the backward cannot be captured (an op without a replay, an output
-// that aliases an input, a write to an input), backward_stop_reason says why and the graph's forward
-// is differentiated by autograd as it replays, as eager is.
+// rematerialization yet). Outputs that share storage are views to autograd (an in-place write to one
+// is refused). Where the backward cannot be captured (an op without a replay, an output that is an
+// input or a view of one, a write to an input that requires grad, a host read in a derivative),
+// backward_stop_reason says why, and autograd differentiates the forward as it replays, as in eager.
 struct CaptureResult {
   Graph graph;               // the forward; with a backward, its outputs are the program's, then saved
   std::vector<Tensor> outputs;       // the program's outputs from this run

@@ -293,6 +293,22 @@ TEST(Compile, TheBackwardIsACapturedGraphRunByOneNode) {
   EXPECT_THROW(l.backward(), ts::ValueError);  // the saved values are gone, as in eager
 }
 
+TEST(Compile, OutputsSharingStorageAreViewsToAutograd) {
+  // Two outputs of one buffer: each is a slot of the compiled node, and an in-place write to either
+  // is refused as for any view that requires grad (it would change the other behind autograd's back).
+  auto f = ts::compile([](const ts::Tensor& x) {
+    ts::Tensor y = x * 2;
+    return std::make_tuple(y, y.view({-1}));
+  });
+  ts::Tensor x = ts::randn({2, 3}).requires_grad_(true);
+  f(x);
+  auto [a, b] = f(x);
+  EXPECT_EQ(f.stats().joint_variants, 1);
+  EXPECT_THROW(a.mul_(2), ts::NotImplementedError);
+  (a.sum() + (b * 2).sum()).backward();
+  EXPECT_TRUE(bitwise(x.grad(), ts::full({2, 3}, 6.0)));
+}
+
 TEST(Compile, BadOptionsAreRefused) {
   ts::CompileOptions o;
   o.backend = "inductor";
