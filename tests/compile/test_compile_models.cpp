@@ -134,6 +134,35 @@ TEST(CompileModels, GPT2LossThroughTheChunkedClassifier) {
   EXPECT_EQ(loss.stats().joint_variants, 1) << (loss.stats().no_backward_reasons.empty() ? "" : loss.stats().no_backward_reasons[0]);
 }
 
+TEST(CompileModels, GPT2_124MConfigAtASmallBatch) {
+  // The full GPT-2 small configuration (124M parameters, dropout 0.1) through GPT2::loss on (1, 8)
+  // tokens: the capture and one graph call, losses and every gradient bitwise equal to eager.
+  ts::models::GPT2Config cfg;
+  ts::manual_seed(9);
+  ts::models::GPT2 a(cfg);
+  ts::manual_seed(9);
+  ts::models::GPT2 b(cfg);
+  auto loss = ts::compile([&](const ts::Tensor& idx, const ts::Tensor& tgt) { return a.loss(idx, tgt); });
+  for (int call = 0; call < 2; ++call) {
+    ts::Tensor idx = ts::randint(0, cfg.vocab_size, {1, 8}, ts::kInt64);
+    ts::Tensor tgt = ts::randint(0, cfg.vocab_size, {1, 8}, ts::kInt64);
+    ts::manual_seed(40 + call);
+    ts::Tensor la = loss(idx, tgt);
+    ts::manual_seed(40 + call);
+    ts::Tensor lb = b.loss(idx, tgt);
+    ASSERT_TRUE(bitwise(la, lb)) << "call " << call;
+    la.backward();
+    lb.backward();
+    auto pa = a.named_parameters(), pb = b.named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      ASSERT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << "call " << call << " " << pa[i].first;
+    a.zero_grad();
+    b.zero_grad();
+  }
+  EXPECT_EQ(loss.stats().graph_calls, 1);
+  EXPECT_EQ(loss.stats().joint_variants, 1);
+}
+
 TEST(CompileModels, TwentyTrainingStepsFollowEagerBitwise) {
   ts::manual_seed(3);
   ts::models::MLP a(20, {32}, 5);
