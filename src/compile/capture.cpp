@@ -51,12 +51,12 @@ class CaptureStage final : public TracerStage {
         first_serial_(forward ? forward->first_serial_ : Storage::next_serial()),
         forward_(forward) {
     for (size_t i = 0; i < args.size(); ++i) {
-      if (!args[i].defined() || impl_value_.count(args[i].impl())) continue;
+      if (!args[i].defined() || lookup(args[i]) >= 0) continue;
       add_input(args[i], InputKind::Argument, static_cast<int64_t>(i), "");
     }
     for (size_t i = 0; i < params.size(); ++i) {
       const auto& [name, t] = params[i];
-      if (!t.defined() || impl_value_.count(t.impl())) continue;
+      if (!t.defined() || lookup(t) >= 0) continue;
       add_input(t, InputKind::Parameter, static_cast<int64_t>(i), name);  // bound by position
     }
   }
@@ -64,23 +64,16 @@ class CaptureStage final : public TracerStage {
   CaptureResult& result() { return result_; }
   // The forward values the backward read, in the order of its Saved inputs.
   const std::vector<int>& saved() const { return saved_; }
-  // The tensor a value was first bound to (inputs and node outputs), or undefined.
+  // The tensor of a graph input, or undefined.
   Tensor tensor_of(int v) const {
-    return static_cast<size_t>(v) < value_tensor_.size() ? value_tensor_[v] : Tensor();
+    auto it = input_tensor_.find(v);
+    return it == input_tensor_.end() ? Tensor() : it->second;
   }
   // The forward graph's value of a tensor it knows, or of an alias of one with the same layout (a
   // saved tensor unpacked by autograd is a new TensorImpl over the same storage), or -1.
   int value_of(const Tensor& t) const {
-    auto it = impl_value_.find(t.impl());
-    if (it != impl_value_.end()) return it->second;
-    auto st = storage_values_.find(t.impl()->storage().get());
-    if (st == storage_values_.end()) return -1;
-    const TensorMeta m = TensorMeta::of(t);
-    for (int v : st->second)  // (the graph itself may have moved out of this stage by now)
-      if (static_cast<size_t>(v) < value_tensor_.size() && value_tensor_[v].defined() &&
-          same_layout(TensorMeta::of(value_tensor_[v]), m))
-        return v;
-    return -1;
+    const int v = lookup(t);
+    return v >= 0 ? v : alias_of(t);
   }
   bool stopped() const { return !result_.complete; }
 
@@ -276,17 +269,42 @@ class CaptureStage final : public TracerStage {
     }
     nodes = std::move(kept);
     for (auto it = impl_value_.begin(); it != impl_value_.end();)
-      it = dropped_value[it->second] ? impl_value_.erase(it) : std::next(it);
+      it = dropped_value[it->second.value] ? impl_value_.erase(it) : std::next(it);
     for (auto& [storage, vs] : storage_values_)
       vs.erase(std::remove_if(vs.begin(), vs.end(), [&](int v) { return dropped_value[v] != 0; }), vs.end());
   }
 
+  // Note [Capture bindings]: the capture holds no tensor but the graph's inputs, so that what the
+  // program frees is freed (a capture's memory peak stays the program's). A binding remembers its
+  // tensor's storage serial and layout; a TensorImpl address that a freed tensor left and a new one
+  // took is told apart by them (same storage and layout: the same data, so the same value).
   void bind(const Tensor& t, int v) {
-    keep_.push_back(t);  // the impl stays alive, so its address is never reused during the capture
-    if (static_cast<size_t>(v) >= value_tensor_.size()) value_tensor_.resize(v + 1);
-    if (!value_tensor_[v].defined()) value_tensor_[v] = t;
-    impl_value_[t.impl()] = v;
-    storage_values_[t.impl()->storage().get()].push_back(v);
+    impl_value_[t.impl()] = Binding{v, t.impl()->storage()->serial(), TensorMeta::of(t)};
+    if (static_cast<size_t>(v) >= value_meta_.size()) value_meta_.resize(v + 1);
+    value_meta_[v] = TensorMeta::of(t);
+    storage_values_[t.impl()->storage()->serial()].push_back(v);
+  }
+
+  // The value bound to this very tensor (rule 1), or -1.
+  int lookup(const Tensor& t) const {
+    auto it = impl_value_.find(t.impl());
+    if (it == impl_value_.end()) return -1;
+    const Binding& b = it->second;
+    if (b.serial != t.impl()->storage()->serial() || b.meta.sizes != t.sizes() || b.meta.strides != t.strides() ||
+        b.meta.offset != t.storage_offset() || b.meta.dtype != t.dtype())
+      return -1;
+    return b.value;
+  }
+
+  // A value over the same storage with the same layout (rule 2), or -1; kStop (with failure_) when
+  // the storage is known but no value has this layout.
+  int alias_of(const Tensor& t) const {
+    auto st = storage_values_.find(t.impl()->storage()->serial());
+    if (st == storage_values_.end()) return -1;
+    const TensorMeta m = TensorMeta::of(t);
+    for (auto v = st->second.rbegin(); v != st->second.rend(); ++v)  // the latest version first
+      if (same_layout(value_meta_[*v], m)) return *v;
+    return kStop;
   }
 
   void add_input(const Tensor& t, InputKind kind, int64_t index, const std::string& name) {
@@ -298,42 +316,37 @@ class CaptureStage final : public TracerStage {
     in.name = name;
     if (kind == InputKind::Constant) in.constant = t;
     graph().inputs.push_back(in);
+    input_tensor_[v] = t;
     bind(t, v);
   }
 
   // Note [Capture provenance]. Returns the value, -1 for a fresh buffer (fresh_ok), or kStop.
   int resolve(const Tensor& t, bool fresh_ok, const std::string& what) {
-    auto it = impl_value_.find(t.impl());
-    if (it != impl_value_.end()) return it->second;  // rule 1
+    const int known = lookup(t);
+    if (known >= 0) return known;  // rule 1
     if (forward_) {  // a value of the forward graph (Note [Joint graph])
       const int fv = forward_->value_of(t);
       if (fv >= 0) {
         add_input(t, InputKind::Saved, static_cast<int64_t>(saved_.size()), "");
         saved_.push_back(fv);
-        return impl_value_[t.impl()];
+        return lookup(t);
       }
     }
     const TensorMeta m = TensorMeta::of(t);
-    Storage* storage = t.impl()->storage().get();
-    auto st = storage_values_.find(storage);
-    if (st != storage_values_.end()) {  // rule 2
-      for (int v : st->second)
-        if (same_layout(graph().values[v].meta, m)) {
-          keep_.push_back(t);
-          impl_value_[t.impl()] = v;
-          return v;
-        }
+    const int alias = alias_of(t);  // rule 2
+    if (alias >= 0) {
+      bind(t, alias);
+      return alias;
+    }
+    if (alias == kStop) {
       failure_ = what + " (" + to_string(m) + ") is a view of a tensor in the graph made without an op";
       return kStop;
     }
-    if (storage->serial() < first_serial_) {  // rule 3
+    if (t.impl()->storage()->serial() < first_serial_) {  // rule 3
       add_input(t, InputKind::Constant, 0, "");
-      return impl_value_[t.impl()];
+      return lookup(t);
     }
-    if (fresh_ok && m.offset == 0) {  // rule 4: the node allocates it; later aliases resolve by rule 2
-      fresh_pending_.push_back(t);
-      return -1;
-    }
+    if (fresh_ok && m.offset == 0) return -1;  // rule 4: the node allocates it; later aliases resolve by rule 2
     failure_ = what + " (" + to_string(m) + ") was made inside the program by something the compiler cannot see";
     return kStop;
   }
@@ -342,10 +355,15 @@ class CaptureStage final : public TracerStage {
   uint64_t first_serial_;
   CaptureResult result_;
   std::vector<Frame> frames_;
-  std::unordered_map<const TensorImpl*, int> impl_value_;
-  std::unordered_map<const Storage*, std::vector<int>> storage_values_;
-  std::vector<Tensor> keep_, fresh_pending_;
-  std::vector<Tensor> value_tensor_;  // the first tensor bound to each value
+  struct Binding {
+    int value;
+    uint64_t serial;  // of the tensor's storage when bound
+    TensorMeta meta;
+  };
+  std::unordered_map<const TensorImpl*, Binding> impl_value_;          // Note [Capture bindings]
+  std::unordered_map<uint64_t, std::vector<int>> storage_values_;      // by storage serial
+  std::vector<TensorMeta> value_meta_;                                 // per value, as bound
+  std::unordered_map<int, Tensor> input_tensor_;                       // the graph inputs' tensors
   std::string failure_;  // why the last resolve() failed
   const CaptureStage* forward_ = nullptr;
   bool grad_call_seen_ = false;
