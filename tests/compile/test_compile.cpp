@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "compile/bitwise.h"
 #include "tessera/compile.h"
 
 namespace ts = tessera;
@@ -28,14 +29,7 @@ struct Warnings {
   }
 };
 
-::testing::AssertionResult bitwise(const ts::Tensor& a, const ts::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype())
-    return ::testing::AssertionFailure() << "shape/dtype differ: " << ts::dtype_name(a.dtype()) << " vs "
-                                         << ts::dtype_name(b.dtype());
-  if (!ts::equal(a, b)) return ::testing::AssertionFailure() << "values differ; max |a-b| = "
-                                                              << (a.to(ts::kFloat64) - b.to(ts::kFloat64)).abs().max().item<double>();
-  return ::testing::AssertionSuccess();
-}
+using tessera::testing::bitwise;
 
 ts::Tensor program(const ts::Tensor& x, const ts::Tensor& w) {
   ts::Tensor h = ts::matmul(x, w.t()).relu();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
+#include "compile/bitwise.h"
 #include "tessera/compile.h"
 #include "tessera/models.h"
 
@@ -11,13 +12,7 @@ namespace ts = tessera;
 
 namespace {
 
-::testing::AssertionResult bitwise(const ts::Tensor& a, const ts::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "shape/dtype";
-  if (!ts::equal(a, b))
-    return ::testing::AssertionFailure() << "max |a-b| = "
-                                         << (a.to(ts::kFloat64) - b.to(ts::kFloat64)).abs().max().item<double>();
-  return ::testing::AssertionSuccess();
-}
+using tessera::testing::bitwise;
 
 template <class M, class Make>
 void expect_equal_on_cuda(const char* name, Make make, const std::function<ts::Tensor()>& input, bool joint) {

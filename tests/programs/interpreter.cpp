@@ -192,6 +192,20 @@ std::vector<std::string> interpreter_ops() {
   return r;
 }
 
+namespace {
+
+// Op step k of `p` on the values of the steps before it.
+Tensor run_step(const Program& p, int k, const std::vector<Tensor>& v, Device device) {
+  const Step& s = p.steps[k];
+  auto it = table().find(s.op);
+  TS_CHECK(it != table().end(), ValueError, "random program: unknown op '", s.op, "' at step ", k);
+  Args args;
+  for (int i : s.in) args.push_back(v[i]);
+  return it->second(args, s.attrs, device);
+}
+
+}  // namespace
+
 std::vector<Tensor> run_ops(const Program& p, const std::vector<Tensor>& inputs, Device device) {
   std::vector<Tensor> v(p.steps.size());
   size_t next_input = 0;
@@ -203,11 +217,7 @@ std::vector<Tensor> run_ops(const Program& p, const std::vector<Tensor>& inputs,
       v[k] = inputs[next_input++];
       continue;
     }
-    auto it = table().find(s.op);
-    TS_CHECK(it != table().end(), ValueError, "random program: unknown op '", s.op, "' at step ", k);
-    Args args;
-    for (int i : s.in) args.push_back(v[i]);
-    v[k] = it->second(args, s.attrs, device);
+    v[k] = run_step(p, static_cast<int>(k), v, device);
   }
   std::vector<Tensor> out;
   for (int o : p.outputs) out.push_back(v[o]);
@@ -227,11 +237,7 @@ RunResult run_program(const Program& p, Device device, const std::vector<Tensor>
         if (s.requires_grad) leaves.push_back(k);
         continue;
       }
-      auto it = table().find(s.op);
-      TS_CHECK(it != table().end(), ValueError, "random program: unknown op '", s.op, "' at step ", k);
-      Args args;
-      for (int i : s.in) args.push_back(v[i]);
-      v[k] = it->second(args, s.attrs, device);
+      v[k] = run_step(p, k, v, device);
     }
   } catch (const Error& e) {
     r.error_step = k;
