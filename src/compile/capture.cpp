@@ -168,15 +168,15 @@ class CaptureStage final : public TracerStage {
       if (self == kStop) return failure_;
       n.inputs.push_back(self);  // -1: a fresh buffer, which the node allocates
     }
-    for (const Tensor& t : inputs) {
-      if (!t.defined()) {
-        n.inputs.push_back(-1);
-        continue;
-      }
-      const int v = resolve(t, false, std::string(op_name(op)) + "'s input");
-      if (v == kStop) return failure_;
+    // An input of the node: -1 for an absent one; false when it cannot be resolved.
+    auto add_input_of = [&](const Tensor& t, const char* what) {
+      const int v = t.defined() ? resolve(t, false, std::string(op_name(op)) + what) : -1;
+      if (v == kStop) return false;
       n.inputs.push_back(v);
-    }
+      return true;
+    };
+    for (const Tensor& t : inputs)
+      if (!add_input_of(t, "'s input")) return failure_;
     std::vector<Tensor> outs = outputs;
     for (size_t i = 0; i < attrs.tensors.size(); ++i) {
       const Tensor& t = attrs.tensors[i];
@@ -185,14 +185,8 @@ class CaptureStage final : public TracerStage {
                                                                 : AttrTensor::Ignored;
       if (role == AttrTensor::Output) {
         outs.push_back(t);
-      } else if (role == AttrTensor::Input) {
-        if (!t.defined()) {
-          n.inputs.push_back(-1);
-          continue;
-        }
-        const int v = resolve(t, false, std::string(op_name(op)) + "'s index or mask");
-        if (v == kStop) return failure_;
-        n.inputs.push_back(v);
+      } else if (role == AttrTensor::Input && !add_input_of(t, "'s index or mask")) {
+        return failure_;
       }
     }
     for (const Tensor& t : outs)
@@ -244,34 +238,46 @@ class CaptureStage final : public TracerStage {
   // its implementation (casts, copies, writes the replay makes again) and go, with their values.
   void prune_nested(int start, const std::vector<int>& record_inputs) {
     std::vector<Node>& nodes = graph().nodes;
-    if (start >= static_cast<int>(nodes.size())) return;
-    std::vector<char> needed(graph().values.size(), 0);
-    for (int v : record_inputs)
-      if (v >= 0) needed[v] = 1;
-    std::vector<char> keep(nodes.size(), 0);
-    for (int i = static_cast<int>(nodes.size()) - 1; i >= start; --i) {
+    const int end = static_cast<int>(nodes.size());
+    if (start >= end) return;
+    // Only the nested nodes' outputs are candidates, and their values are numbered from `base` on:
+    // the work is the nested range's, not the whole graph's (this runs at every record of an op).
+    const int base = nodes[start].outputs.front();
+    const int nv = static_cast<int>(graph().values.size());
+    std::vector<char> needed(nv - base, 0);
+    auto need = [&](int v) {
+      if (v >= base) needed[v - base] = 1;
+    };
+    for (int v : record_inputs) need(v);
+    std::vector<char> keep(end - start, 0);
+    bool any_dropped = false;
+    for (int i = end - 1; i >= start; --i) {
       bool used = false;
-      for (int v : nodes[i].outputs) used = used || needed[v];
-      if (!used) continue;
-      keep[i] = 1;
-      for (int v : nodes[i].inputs)
-        if (v >= 0) needed[v] = 1;
-    }
-    std::vector<char> dropped_value(graph().values.size(), 0);
-    std::vector<Node> kept(nodes.begin(), nodes.begin() + start);
-    for (int i = start; i < static_cast<int>(nodes.size()); ++i) {
-      if (keep[i]) {
-        for (size_t k = 0; k < nodes[i].outputs.size(); ++k) graph().values[nodes[i].outputs[k]].node = static_cast<int>(kept.size());
-        kept.push_back(std::move(nodes[i]));
-      } else {
-        for (int v : nodes[i].outputs) dropped_value[v] = 1;
+      for (int v : nodes[i].outputs) used = used || needed[v - base];
+      if (!used) {
+        any_dropped = true;
+        continue;
       }
+      keep[i - start] = 1;
+      for (int v : nodes[i].inputs) need(v);
     }
-    nodes = std::move(kept);
+    if (!any_dropped) return;
+    std::vector<char> dropped(nv - base, 0);
+    int w = start;
+    for (int i = start; i < end; ++i) {
+      if (!keep[i - start]) {
+        for (int v : nodes[i].outputs) dropped[v - base] = 1;
+        continue;
+      }
+      for (int v : nodes[i].outputs) graph().values[v].node = w;
+      if (w != i) nodes[w] = std::move(nodes[i]);
+      ++w;
+    }
+    nodes.resize(w);
+    auto gone = [&](int v) { return v >= base && dropped[v - base] != 0; };
     for (auto it = impl_value_.begin(); it != impl_value_.end();)
-      it = dropped_value[it->second.value] ? impl_value_.erase(it) : std::next(it);
-    for (auto& [storage, vs] : storage_values_)
-      vs.erase(std::remove_if(vs.begin(), vs.end(), [&](int v) { return dropped_value[v] != 0; }), vs.end());
+      it = gone(it->second.value) ? impl_value_.erase(it) : std::next(it);
+    for (auto& [storage, vs] : storage_values_) vs.erase(std::remove_if(vs.begin(), vs.end(), gone), vs.end());
   }
 
   // Note [Capture bindings]: the capture holds no tensor but the graph's inputs, so that what the
