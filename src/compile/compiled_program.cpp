@@ -5,8 +5,10 @@
 #include <optional>
 
 #include "compile/capture.h"
+#include "compile/codegen/compiled_kernels.h"
 #include "compile/compiled_backward.h"
 #include "compile/executor.h"
+#include "compile/fusion.h"
 #include "compile/guards.h"
 #include "compile/verify.h"
 #include "runtime/grad_mode.h"
@@ -43,7 +45,11 @@ struct Variant {
   bool eager = false;         // the capture stopped: this variant runs the program
   std::string stop_reason;
   compiler::Graph graph;
-  compiler::ExecutionPlan plan;
+  compiler::ExecutionPlan plan;        // every node through its op: the plan autograd can record
+  // Backend codegen: the plan with the fusion groups as generated kernels, for the calls that autograd
+  // does not record (no_grad, no input that requires grad, or a joint graph's forward).
+  std::optional<compiler::ExecutionPlan> fused;
+  bool inputs_require_grad = false;
   compiler::VerifyReport verified;
   // Note [Joint graph]: with a backward, the forward runs without autograd and one node runs this.
   std::shared_ptr<const compiler::BackwardProgram> backward;
@@ -57,11 +63,13 @@ namespace {
 // Runs a variant's graph for one call; with a backward graph, makes its outputs those of one
 // autograd node.
 std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call) {
-  if (!v.backward || !is_grad_enabled()) return compiler::execute(v.graph, v.plan, call.args, call.params);
+  const bool records = is_grad_enabled() && v.inputs_require_grad && !v.backward;
+  const compiler::ExecutionPlan& plan = v.fused && !records ? *v.fused : v.plan;
+  if (!v.backward || !is_grad_enabled()) return compiler::execute(v.graph, plan, call.args, call.params);
   std::vector<Tensor> all;
   {
     NoGradGuard no_grad;
-    all = compiler::execute(v.graph, v.plan, call.args, call.params);
+    all = compiler::execute(v.graph, plan, call.args, call.params);
   }
   std::vector<Tensor> outs(all.begin(), all.begin() + v.num_outputs);
   std::vector<Tensor> saved(all.begin() + v.num_outputs, all.end());
@@ -94,8 +102,8 @@ struct CompiledProgramState {
 
 CompiledProgram::CompiledProgram(CompileOptions options, std::string name, StateFn state)
     : s_(std::make_shared<CompiledProgramState>()) {
-  TS_CHECK(options.backend == "eager", ValueError, "compile: unknown backend '", options.backend,
-           "' (this build has: eager)");
+  TS_CHECK(options.backend == "eager" || options.backend == "codegen", ValueError, "compile: unknown backend '",
+           options.backend, "' (this build has: eager, codegen)");
   TS_CHECK(options.recompile_limit >= 1, ValueError, "compile: recompile_limit must be at least 1, got ",
            options.recompile_limit);
   if (options.dynamic)
@@ -156,6 +164,8 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
       v.verified = compiler::verify_graph(r.graph);
       v.graph = std::move(r.graph);
       v.plan = compiler::plan_execution(v.graph);
+      for (const compiler::GraphInput& in : v.graph.inputs)
+        v.inputs_require_grad = v.inputs_require_grad || v.graph.values[in.value].meta.requires_grad;
       v.num_outputs = r.num_program_outputs;
       if (r.has_backward) {
         compiler::verify_graph(r.backward);
@@ -174,6 +184,22 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
     } catch (const Error& e) {
       r.complete = false;
       r.stop_reason = std::string("the captured graph failed verification: ") + e.what();
+    }
+  }
+  if (r.complete && s.options.backend == "codegen") {
+    // Outside the verification's fallback: a kernel that fails to build raises (with the compiler's
+    // log and the source's path), as a failing backend does in PyTorch.
+    const compiler::FusionPlan f = compiler::plan_fusion(v.graph);
+    v.fused = compiler::plan_execution(v.graph, &f, s.name + "-forward");
+    s.stats.kernels += static_cast<int>(f.groups.size());
+    s.stats.fused_nodes += v.fused->fused_nodes;
+    if (v.backward) {  // a backward runs without autograd recording (create_graph is refused)
+      auto b = std::make_shared<compiler::BackwardProgram>(*v.backward);
+      const compiler::FusionPlan fb = compiler::plan_fusion(b->graph);
+      b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward");
+      s.stats.kernels += static_cast<int>(fb.groups.size());
+      s.stats.fused_nodes += b->plan.fused_nodes;
+      v.backward = std::move(b);
     }
   }
   if (!r.complete) {
@@ -211,6 +237,7 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
        << "intermediates: " << v.plan.memory.buffers << " buffers, peak " << v.plan.memory.peak_bytes << " bytes of "
        << v.plan.memory.total_bytes << "\n"
        << v.graph.to_text();
+    if (v.fused) os << " generated kernels: " << v.fused->kernels->size() << " (" << v.fused->fused_nodes << " nodes)\n";
     if (v.backward) {
       os << " backward: " << v.backward->graph.nodes.size() << " nodes, one autograd node for the call; "
          << v.graph.outputs.size() - v.num_outputs << " saved values\n"

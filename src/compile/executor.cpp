@@ -1,9 +1,13 @@
-// The eager-backend executor and its plan (executor.h).
+// The executor and its plan (executor.h).
 #include "compile/executor.h"
 
 #include <algorithm>
+#include <queue>
 
+#include "compile/codegen/compiled_kernels.h"
+#include "compile/fusion.h"
 #include "compile/node_runner.h"
+#include "tessera/functions.h"
 
 namespace tessera::compiler {
 namespace {
@@ -17,29 +21,111 @@ bool owns_storage(const Node& n, size_t k) {
   return true;
 }
 
+// The steps with each group contracted: a topological order that takes, among the steps whose inputs
+// are ready, the one that came first in the program (a group stands where its last node stood), and
+// keeps the side-effecting nodes in their order.
+std::vector<Step> schedule(const Graph& g, const FusionPlan& f) {
+  const int n = static_cast<int>(g.nodes.size());
+  // Units: one per group, then one per node that runs on its own.
+  std::vector<int> unit_of_node(n, -1), key;
+  std::vector<Step> unit;
+  for (size_t k = 0; k < f.groups.size(); ++k) {
+    unit.push_back({-1, static_cast<int>(k)});
+    key.push_back(f.groups[k].nodes.back());
+    for (int i : f.groups[k].nodes) unit_of_node[i] = static_cast<int>(k);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (unit_of_node[i] >= 0 || f.absorbed[i]) continue;
+    unit_of_node[i] = static_cast<int>(unit.size());
+    unit.push_back({i, -1});
+    key.push_back(i);
+  }
+  const size_t U = unit.size();
+  std::vector<std::vector<int>> succ(U);
+  std::vector<int> indeg(U, 0);
+  auto edge = [&](int from, int to) {
+    if (from == to || from < 0 || to < 0) return;
+    succ[from].push_back(to);
+    ++indeg[to];
+  };
+  int last_effect = -1;
+  for (int i = 0; i < n; ++i) {
+    const int u = unit_of_node[i];
+    if (u < 0) continue;
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0 && g.values[v].node >= 0) edge(unit_of_node[g.values[v].node], u);
+    if (has_side_effects(g.nodes[i])) {
+      edge(last_effect, u);
+      last_effect = u;
+    }
+  }
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
+  for (size_t u = 0; u < U; ++u)
+    if (indeg[u] == 0) ready.push({key[u], static_cast<int>(u)});
+  std::vector<Step> steps;
+  while (!ready.empty()) {
+    const int u = ready.top().second;
+    ready.pop();
+    steps.push_back(unit[u]);
+    for (int s : succ[u])
+      if (--indeg[s] == 0) ready.push({key[s], s});
+  }
+  TS_CHECK(steps.size() == U, ValueError, "compile: the fusion groups of this graph form a cycle (", steps.size(),
+           " of ", U, " steps scheduled); this is a bug of the fusion pass");
+  return steps;
+}
+
 }  // namespace
 
-ExecutionPlan plan_execution(const Graph& g) {
+ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std::string& label) {
   ExecutionPlan p;
-  const int end = static_cast<int>(g.nodes.size());
+  const int nodes = static_cast<int>(g.nodes.size());
+  if (fusion && !fusion->groups.empty()) {
+    p.steps = schedule(g, *fusion);
+    p.kernels = std::make_shared<const std::vector<CompiledKernel>>(compile_groups(g, *fusion, label));
+    for (const FusionGroup& grp : fusion->groups) {
+      std::vector<int> ops = grp.outputs;
+      ops.insert(ops.end(), grp.inputs.begin(), grp.inputs.end());
+      p.kernel_operands.push_back(std::move(ops));
+      p.fused_nodes += static_cast<int>(grp.nodes.size());
+    }
+  } else {
+    for (int i = 0; i < nodes; ++i) p.steps.push_back({i, -1});
+  }
+  const int end = static_cast<int>(p.steps.size());
+  // What each step writes.
+  std::vector<std::vector<int>> step_outputs(end);
+  for (int i = 0; i < end; ++i) {
+    const Step& s = p.steps[i];
+    if (s.node >= 0) step_outputs[i] = g.nodes[s.node].outputs;
+    else step_outputs[i] = fusion->groups[s.kernel].outputs;
+  }
   p.last_use.assign(g.values.size(), -1);
-  for (int i = 0; i < end; ++i)
-    for (int v : g.nodes[i].inputs)
-      if (v >= 0) p.last_use[v] = std::max(p.last_use[v], i);
+  for (int i = 0; i < end; ++i) {
+    const Step& s = p.steps[i];
+    if (s.node >= 0) {
+      for (int v : g.nodes[s.node].inputs)
+        if (v >= 0) p.last_use[v] = std::max(p.last_use[v], i);
+    } else {
+      for (int v : fusion->groups[s.kernel].inputs) p.last_use[v] = std::max(p.last_use[v], i);
+    }
+  }
   for (int v : g.outputs) p.last_use[v] = end;
   // A view keeps its base's storage alive: the base lives as long as its longest-lived view.
   for (int i = end - 1; i >= 0; --i) {
-    const Node& n = g.nodes[i];
+    const Step& s = p.steps[i];
+    if (s.node < 0) continue;
+    const Node& n = g.nodes[s.node];
     const OpKind kind = op_info(n.op).kind;
     if ((kind == OpKind::View || kind == OpKind::InPlace) && !n.inputs.empty() && n.inputs[0] >= 0)
       for (int o : n.outputs) p.last_use[n.inputs[0]] = std::max(p.last_use[n.inputs[0]], p.last_use[o]);
   }
   std::vector<int64_t> delta(end + 2, 0);
   for (int i = 0; i < end; ++i) {
-    const Node& n = g.nodes[i];
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      if (!owns_storage(n, k)) continue;
-      const int v = n.outputs[k];
+    const Step& s = p.steps[i];
+    for (size_t k = 0; k < step_outputs[i].size(); ++k) {
+      if (s.node >= 0 && !owns_storage(g.nodes[s.node], k)) continue;
+      const int v = step_outputs[i][k];
       const int64_t bytes = g.values[v].meta.span_bytes();
       p.memory.total_bytes += bytes;
       ++p.memory.buffers;
@@ -52,17 +138,21 @@ ExecutionPlan plan_execution(const Graph& g) {
     live += delta[i];
     p.memory.peak_bytes = std::max(p.memory.peak_bytes, live);
   }
-  p.replay.resize(end);
-  p.output_meta.resize(end);
+  p.replay.assign(nodes, nullptr);
+  p.output_meta.resize(nodes);
   p.release_after.resize(end);
   for (int i = 0; i < end; ++i) {
-    const Node& n = g.nodes[i];
-    p.replay[i] = op_replay(n.op);
-    TS_CHECK(p.replay[i] != nullptr, NotImplementedError, "compile: the graph holds ", op_name(n.op),
-             ", which the executor cannot run");
-    for (int v : n.outputs) p.output_meta[i].push_back(g.values[v].meta);
+    const Step& s = p.steps[i];
+    if (s.node >= 0) {
+      const Node& n = g.nodes[s.node];
+      p.replay[s.node] = op_replay(n.op);
+      TS_CHECK(p.replay[s.node] != nullptr, NotImplementedError, "compile: the graph holds ", op_name(n.op),
+               ", which the executor cannot run");
+      for (int v : n.outputs) p.output_meta[s.node].push_back(g.values[v].meta);
+    }
     // Intermediates only: the graph's inputs stay the caller's.
-    for (int v : n.inputs)
+    const std::vector<int>& in = s.node >= 0 ? g.nodes[s.node].inputs : fusion->groups[s.kernel].inputs;
+    for (int v : in)
       if (v >= 0 && p.last_use[v] == i && g.values[v].node >= 0 &&
           std::find(p.release_after[i].begin(), p.release_after[i].end(), v) == p.release_after[i].end())
         p.release_after[i].push_back(v);
@@ -92,14 +182,29 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
     }
   }
   std::vector<Tensor> ins;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
     ins.clear();
-    for (int v : n.inputs) ins.push_back(v >= 0 ? vals[v] : Tensor());
-    std::vector<Tensor> outs = plan.replay[i]->run(n.op, ins, n.attrs, plan.output_meta[i]);
-    TS_CHECK(outs.size() == n.outputs.size(), ValueError, "compile: ", op_name(n.op), " returned ", outs.size(),
-             " outputs, the graph expects ", n.outputs.size());
-    for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+    if (s.node >= 0) {
+      const Node& n = g.nodes[s.node];
+      for (int v : n.inputs) ins.push_back(v >= 0 ? vals[v] : Tensor());
+      std::vector<Tensor> outs = plan.replay[s.node]->run(n.op, ins, n.attrs, plan.output_meta[s.node]);
+      TS_CHECK(outs.size() == n.outputs.size(), ValueError, "compile: ", op_name(n.op), " returned ", outs.size(),
+               " outputs, the graph expects ", n.outputs.size());
+      for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+    } else {
+      const CompiledKernel& k = (*plan.kernels)[s.kernel];
+      const std::vector<int>& operands = plan.kernel_operands[s.kernel];
+      for (size_t o = 0; o < operands.size(); ++o) {
+        const int v = operands[o];
+        if (k.spec.operands[o].output) {
+          const TensorMeta& m = g.values[v].meta;
+          vals[v] = empty_strided(m.sizes, m.strides, TensorOptions(m.dtype, m.device));
+        }
+        ins.push_back(vals[v]);
+      }
+      run_kernel(k, ins);
+    }
     for (int v : plan.release_after[i]) vals[v] = Tensor();  // after their last reader
   }
   std::vector<Tensor> out;

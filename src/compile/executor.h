@@ -1,11 +1,18 @@
-// The graph executor (backend "eager"): runs a Graph's nodes in order through the ops of the table,
-// with inputs bound once per call and every intermediate released after its last use.
+// The graph executor: runs a Graph's nodes in order through the ops of the table (backend "eager"),
+// or, with a fusion plan (backend "codegen"), its fusion groups as generated kernels and the other
+// nodes through the ops; inputs are bound once per call and every intermediate is released after its
+// last use.
 //
-// The plan is made once per graph (ExecutionPlan): where each input comes from, the last node that
-// reads each value, and the memory the intermediates need (MemoryPlan: the peak of the bytes live at
-// once, by liveness, against the sum over all of them). Autograd records the nodes as it records
-// eager ops, so a compiled forward is differentiated as its eager run is.
+// The plan is made once per graph (ExecutionPlan): the steps in the order they run, where each input
+// comes from, the last step that reads each value, and the memory the intermediates need (MemoryPlan:
+// the peak of the bytes live at once, by liveness, against the sum over all of them). With fusion the
+// steps are a topological order of the graph with each group contracted to one step, the order of the
+// program wherever the dependences allow (Note [Fusion by bytes saved] says why no side effect moves).
+// Autograd records eager steps as it records eager ops, so a compiled forward on the eager backend is
+// differentiated as its eager run is; a plan with kernels runs only where autograd records nothing
+// (under no_grad, and inside a joint graph: Note [Joint graph]).
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "compile/capture.h"
@@ -20,16 +27,29 @@ struct MemoryPlan {
 };
 
 struct OpReplay;
+struct FusionPlan;
+struct CompiledKernel;
+
+struct Step {
+  int node = -1;    // a node run through its op, or
+  int kernel = -1;  // a fusion group's generated kernel
+};
 
 struct ExecutionPlan {
-  std::vector<int> last_use;   // per value: the last node reading it; nodes.size() for a graph output
+  std::vector<Step> steps;
+  std::vector<int> last_use;   // per value: the last step reading it; steps.size() for a graph output
   std::vector<const OpReplay*> replay;                 // per node
   std::vector<std::vector<TensorMeta>> output_meta;    // per node, what its outputs were at capture
-  std::vector<std::vector<int>> release_after;         // per node, the values its run is the last use of
+  std::vector<std::vector<int>> release_after;         // per step, the values its run is the last use of
+  std::shared_ptr<const std::vector<CompiledKernel>> kernels;  // per group, with fusion
+  std::vector<std::vector<int>> kernel_operands;       // per group: its outputs, then its inputs
+  int fused_nodes = 0;                                 // nodes that run inside kernels
   MemoryPlan memory;
 };
 
-ExecutionPlan plan_execution(const Graph& g);
+// Without `fusion`, every node is a step of its own. `label` names the graph in the kernels' errors
+// and debug output.
+ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion = nullptr, const std::string& label = "graph");
 
 // Runs `g` with `args` (the flattened tensor arguments) and `params` (bound by position, as at
 // capture); returns the graph's outputs.

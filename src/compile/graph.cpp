@@ -58,7 +58,10 @@ int Graph::add_value(const TensorMeta& meta, int node, int output_index) {
 
 bool has_side_effects(const Node& n) {
   const OpInfo& info = op_info(n.op);
-  return info.kind == OpKind::InPlace || info.kind == OpKind::Out || info.family == OpFamily::Random;
+  if (info.family == OpFamily::Random || info.kind == OpKind::Out) return true;
+  // An in-place op on a fresh buffer (input 0 absent: a scalar operand's fill_, say) writes only its
+  // own output.
+  return info.kind == OpKind::InPlace && !n.inputs.empty() && n.inputs[0] >= 0;
 }
 
 int eliminate_dead_code(Graph& g) {

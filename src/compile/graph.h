@@ -75,8 +75,9 @@ struct Graph {
 
 Graph parse_graph(const std::string& text);  // throws ValueError naming the line
 
-// Nodes whose effects outlive their outputs: in-place writes and random draws (the generator's
-// state). Passes never remove or reorder them.
+// Nodes whose effects outlive their outputs: in-place writes to existing storage, out= writes and
+// random draws (the generator's state). Passes never remove or reorder them. An in-place op on a
+// fresh buffer (input 0 absent) is pure.
 bool has_side_effects(const Node& n);
 
 // Removes nodes whose outputs nothing uses and that have no side effects, and renumbers the values

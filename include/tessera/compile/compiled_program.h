@@ -18,6 +18,8 @@ struct CompileOptions {
   CompileMode mode = CompileMode::Default;
   bool dynamic = false;
   bool fullgraph = false;
+  // "eager": graphs run through the eager kernels. "codegen": fusion groups of pointwise ops run as
+  // generated kernels (C++ on the CPU, CUDA through NVRTC), the other nodes through the eager kernels.
   std::string backend = "eager";
   int recompile_limit = 8;
 };
@@ -28,6 +30,8 @@ struct CompileStats {
   int eager_calls = 0;  // calls that ran the program eagerly (a break, an unsupported op, the limit)
   int variants = 0;
   int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
+  int kernels = 0;      // generated kernels (backend codegen), forward and backward graphs together
+  int fused_nodes = 0;  // graph nodes that run inside them
   // For each variant without a backward graph although its outputs take a gradient: why.
   std::vector<std::string> no_backward_reasons;
   // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").

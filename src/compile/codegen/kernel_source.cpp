@@ -1,0 +1,221 @@
+// The kernel source generator (kernel_source.h, Note [Generated kernels]).
+#include "compile/codegen/kernel_source.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "compile/codegen/pointwise_expr.h"
+
+namespace tessera::compiler {
+namespace {
+
+constexpr int64_t kCpuTile = 1024;            // elements per simd loop
+constexpr int64_t kCpuParallelFrom = 32768;   // elements below which one thread runs the kernel
+
+const char* storage_type(DType d) {
+  switch (d) {
+    case kFloat32: return "float";
+    case kFloat64: return "double";
+    case kBool: return "bool";
+    case kBFloat16: return "ts_bf16";
+    case kFloat16: return "ts_f16";
+    default: TS_THROW(DTypeError, "compile: no generated storage type for ", dtype_name(d));
+  }
+}
+
+// "v12": written as appends (GCC 12 warns, wrongly, of overlap for "v" + std::to_string(v)).
+std::string named(char c, int64_t v) {
+  std::string s(1, c);
+  s += std::to_string(v);
+  return s;
+}
+std::string var(int v) { return named('v', v); }
+
+// Operand strides aligned to the iteration sizes (right-aligned, zero where broadcast).
+std::vector<int64_t> aligned_strides(const TensorMeta& m, const Shape& sizes) {
+  const size_t R = sizes.size(), r = m.sizes.size();
+  std::vector<int64_t> s(R, 0);
+  for (size_t k = 0; k < r; ++k) {
+    const size_t d = R - r + k;
+    s[d] = m.sizes[k] == 1 && sizes[d] != 1 ? 0 : m.strides[k];
+  }
+  return s;
+}
+
+std::string offset_expr(const std::vector<int64_t>& strides, const std::vector<std::string>& idx, size_t dims) {
+  std::string e;
+  for (size_t d = 0; d < dims; ++d) {
+    if (strides[d] == 0) continue;
+    if (!e.empty()) e += " + ";
+    e += strides[d] == 1 ? idx[d] : idx[d] + " * " + std::to_string(strides[d]);
+  }
+  return e.empty() ? "0" : e;
+}
+
+bool is_contiguous_in(const std::vector<int64_t>& strides, const std::vector<int64_t>& sizes) {
+  int64_t expect = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (strides[d] != expect) return false;
+    expect *= sizes[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget target, int index) {
+  KernelSpec k;
+  k.target = target;
+  k.name = "ts_fused_" + std::to_string(index);
+  for (size_t j = 0; j < grp.nodes.size() && j < 4; ++j) k.name += std::string("_") + op_name(g.nodes[grp.nodes[j]].op);
+  const Shape& sizes = grp.sizes;
+  for (int v : grp.outputs) k.operands.push_back({v, true, g.values[v].meta, aligned_strides(g.values[v].meta, sizes)});
+  for (int v : grp.inputs) k.operands.push_back({v, false, g.values[v].meta, aligned_strides(g.values[v].meta, sizes)});
+
+  // Canonical dimensions: drop size 1, order by the first output's strides, merge contiguous neighbours.
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1) dims.push_back(d);
+  const std::vector<int64_t>& lead = k.operands[0].strides;
+  std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return lead[a] > lead[b]; });
+  std::vector<int64_t> cs;
+  std::vector<std::vector<int64_t>> cst(k.operands.size());
+  for (size_t d : dims) {
+    bool merge = !cs.empty();
+    for (size_t o = 0; merge && o < k.operands.size(); ++o)
+      merge = cst[o].back() == k.operands[o].strides[d] * sizes[d];
+    if (merge) {
+      cs.back() *= sizes[d];
+      for (size_t o = 0; o < k.operands.size(); ++o) cst[o].back() = k.operands[o].strides[d];
+    } else {
+      cs.push_back(sizes[d]);
+      for (size_t o = 0; o < k.operands.size(); ++o) cst[o].push_back(k.operands[o].strides[d]);
+    }
+  }
+  if (cs.empty()) {  // one element
+    cs.push_back(1);
+    for (auto& s : cst) s.push_back(0);
+  }
+  k.sizes = cs;
+  k.numel = std::accumulate(cs.begin(), cs.end(), int64_t{1}, std::multiplies<>());
+  for (size_t o = 0; o < k.operands.size(); ++o) k.operands[o].strides = cst[o];
+  k.index64 = k.numel >= (int64_t{1} << 31);
+  for (const KernelOperand& op : k.operands)
+    k.index64 = k.index64 || op.meta.span_bytes() / static_cast<int64_t>(element_size(op.meta.dtype)) >= (int64_t{1} << 31);
+
+  const size_t D = cs.size();
+  const bool cpu = target == KernelTarget::Cpu;
+  const std::string idx_t = cpu || k.index64 ? "int64_t" : "uint32_t";
+  std::ostringstream os;
+  // Signature.
+  if (cpu) {
+    os << "extern \"C\" void " << k.name << "(void* const* args) {\n";
+    for (size_t o = 0; o < k.operands.size(); ++o) {
+      const KernelOperand& op = k.operands[o];
+      const char* st = storage_type(op.meta.dtype);
+      os << "  " << (op.output ? "" : "const ") << st << "* __restrict__ p" << o << " = (" << (op.output ? "" : "const ")
+         << st << "*)args[" << o << "];\n";
+    }
+  } else {
+    os << "extern \"C\" __global__ void __launch_bounds__(256) " << k.name << "(";
+    for (size_t o = 0; o < k.operands.size(); ++o) {
+      const KernelOperand& op = k.operands[o];
+      os << (o ? ", " : "") << (op.output ? "" : "const ") << storage_type(op.meta.dtype) << "* __restrict__ p" << o;
+    }
+    os << ") {\n";
+  }
+  // The element body, given each operand's offset expression.
+  auto body = [&](const std::vector<std::string>& off, const std::string& ind) {
+    std::ostringstream b;
+    for (size_t o = 0; o < k.operands.size(); ++o) {
+      const KernelOperand& op = k.operands[o];
+      if (op.output) continue;
+      b << ind << "const " << c_type(compute_type_of(op.meta.dtype)) << " " << var(op.value) << " = ts_load(p" << o
+        << "[" << off[o] << "]);\n";
+    }
+    for (int v : grp.literals) {
+      double x = 0;
+      scalar_literal(g, v, &x);
+      const DType d = g.values[v].meta.dtype;
+      std::string lit = literal(x, compute_type_of(d));
+      if (d == kBFloat16) lit = "ts_round_bf16(" + lit + ")";
+      if (d == kFloat16) lit = "ts_round_f16(" + lit + ")";
+      b << ind << "const " << c_type(compute_type_of(d)) << " " << var(v) << " = " << lit << ";\n";
+    }
+    for (int i : grp.nodes) {
+      const Node& n = g.nodes[i];
+      const ComputeType ct = node_compute_type(g, n);
+      std::vector<std::string> args;
+      for (size_t a = 0; a < n.inputs.size(); ++a) {
+        const int v = n.inputs[a];
+        if (v < 0) { args.emplace_back(); continue; }
+        const ComputeType want = operand_type(n, a, ct), have = compute_type_of(g.values[v].meta.dtype);
+        args.push_back(want == have ? var(v) : std::string("((") + c_type(want) + ")" + var(v) + ")");
+      }
+      const int out = n.outputs[0];
+      const DType od = g.values[out].meta.dtype;
+      const char* ot = c_type(compute_type_of(od));
+      std::string e = pointwise_expr(n, ct, args);
+      if (ct != compute_type_of(od)) e = std::string("((") + ot + ")" + e + ")";
+      if (od == kBFloat16) e = "ts_round_bf16(" + e + ")";
+      if (od == kFloat16) e = "ts_round_f16(" + e + ")";
+      b << ind << "const " << ot << " " << var(out) << " = " << e << ";  // " << op_name(n.op) << "\n";
+    }
+    for (size_t o = 0; o < k.operands.size(); ++o)
+      if (k.operands[o].output)
+        b << ind << "ts_store(p" << o << " + (" << off[o] << "), " << var(k.operands[o].value) << ");\n";
+    return b.str();
+  };
+  std::vector<std::string> idx(D);
+  for (size_t d = 0; d < D; ++d) idx[d] = named('i', static_cast<int64_t>(d));
+  std::vector<std::string> off(k.operands.size());
+  if (cpu) {
+    const int64_t inner = cs[D - 1], ntiles = (inner + kCpuTile - 1) / kCpuTile, outer = k.numel / inner;
+    os << "  // " << k.numel << " elements: " << outer << " rows of " << inner << ", in tiles of " << kCpuTile << "\n";
+    os << "#pragma omp parallel for schedule(static)" << (k.numel >= kCpuParallelFrom ? "" : " if(0)") << "\n";
+    os << "  for (int64_t t = 0; t < " << outer * ntiles << "; ++t) {\n";
+    os << "    const int64_t o = t / " << ntiles << ", j0 = (t % " << ntiles << ") * " << kCpuTile << ";\n";
+    os << "    const int64_t j1 = j0 + " << kCpuTile << " < " << inner << " ? j0 + " << kCpuTile << " : " << inner << ";\n";
+    if (D > 1) {
+      os << "    int64_t r = o;\n";
+      for (size_t d = D - 1; d-- > 0;) {
+        if (d == 0) os << "    const int64_t i0 = r;\n";
+        else os << "    const int64_t " << idx[d] << " = r % " << cs[d] << "; r /= " << cs[d] << ";\n";
+      }
+    }
+    for (size_t o = 0; o < k.operands.size(); ++o) {
+      os << "    const int64_t b" << o << " = " << offset_expr(k.operands[o].strides, idx, D - 1) << ";\n";
+      const int64_t s = k.operands[o].strides[D - 1];
+      off[o] = named('b', static_cast<int64_t>(o)) + (s == 0 ? "" : s == 1 ? " + j" : " + j * " + std::to_string(s));
+    }
+    os << "#pragma omp simd\n";
+    os << "    for (int64_t j = j0; j < j1; ++j) {\n" << body(off, "      ") << "    }\n  }\n}\n";
+  } else {
+    os << "  // " << k.numel << " elements, " << (k.index64 ? "64" : "32") << "-bit indices\n";
+    os << "  for (" << idx_t << " i = (" << idx_t << ")blockIdx.x * blockDim.x + threadIdx.x; i < " << k.numel << "u; i += ("
+       << idx_t << ")gridDim.x * blockDim.x) {\n";
+    if (D > 1) {
+      os << "    " << idx_t << " r = i;\n";
+      for (size_t d = D; d-- > 0;) {
+        if (d == 0) os << "    const " << idx_t << " i0 = r;\n";
+        else os << "    const " << idx_t << " " << idx[d] << " = r % " << cs[d] << "u; r /= " << cs[d] << "u;\n";
+      }
+    } else {
+      os << "    const " << idx_t << " i0 = i;\n";
+    }
+    for (size_t o = 0; o < k.operands.size(); ++o)
+      off[o] = is_contiguous_in(k.operands[o].strides, cs) ? "i" : offset_expr(k.operands[o].strides, idx, D);
+    os << body(off, "    ") << "  }\n}\n";
+  }
+  k.function = os.str();
+  return k;
+}
+
+std::string translation_unit(KernelTarget target, const std::vector<const KernelSpec*>& kernels) {
+  std::string s = kernel_preamble(target);
+  for (const KernelSpec* k : kernels) s += "\n" + k->function;
+  return s;
+}
+
+}  // namespace tessera::compiler
