@@ -1,11 +1,15 @@
-// ts::compile on the GPU (backend eager): the CPU suite's model checks (tests/compile/) run on CUDA.
+// ts::compile on the GPU. Backend eager: the CPU suite's model checks (tests/compile/) run on CUDA.
 // The graph replays the same CUDA kernels in the same order as the eager run, so forwards and
-// gradients are compared bitwise; the joint graph's backward (Note [Joint graph]) too.
+// gradients are compared bitwise, with the determinism switch on (the weight gradients of a
+// convolution and of an embedding sum with atomics otherwise, and differ from run to run in eager
+// too); the joint graph's backward (Note [Joint graph]) too. Backend codegen: generated CUDA kernels
+// (NVRTC) against eager within the dtypes' tolerances, forward and gradients, odd layouts included.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
 #include "compile/bitwise.h"
 #include "tessera/compile.h"
+#include "tessera/determinism.h"
 #include "tessera/models.h"
 
 namespace ts = tessera;
@@ -16,6 +20,11 @@ using tessera::testing::bitwise;
 
 template <class M, class Make>
 void expect_equal_on_cuda(const char* name, Make make, const std::function<ts::Tensor()>& input, bool joint) {
+  struct Deterministic {
+    bool was = ts::is_deterministic();
+    Deterministic() { ts::set_deterministic(true); }
+    ~Deterministic() { ts::set_deterministic(was); }
+  } deterministic;
   ts::manual_seed(11);
   M a = make();
   ts::manual_seed(11);
@@ -67,6 +76,61 @@ TEST(CudaCompile, GPT2Unfused) {
         return ts::models::GPT2(c);
       },
       [] { return ts::randint(0, 128, {2, 32}, ts::kInt64); }, true);
+}
+
+// |a - b| <= tol (1 + max |b|), NaN where the other has NaN.
+::testing::AssertionResult close(const ts::Tensor& a, const ts::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "sizes or dtype differ";
+  const double tol = a.dtype() == ts::kFloat64 ? 1e-12 : a.dtype() == ts::kFloat32 ? 1e-5 : 2e-2;
+  ts::Tensor a64 = a.to(ts::kFloat64).cpu(), b64 = b.to(ts::kFloat64).cpu();
+  const double scale = b64.abs().max().item<double>();
+  if (ts::allclose(a64, b64, 0.0, tol * (1 + scale), true)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max |a - b| = " << (a64 - b64).abs().max().item<double>();
+}
+
+ts::Tensor chain(const ts::Tensor& x, const ts::Tensor& y) {
+  ts::Tensor t = ts::relu(x * 2.0 + y);
+  ts::Tensor u = ts::where(t > 0.5, t, ts::sigmoid(y)).clamp(0.1, 0.9);
+  return ts::gelu(u) + ts::tanh(x).exp() - x / 3.0;
+}
+
+TEST(CudaCodegen, GeneratedKernelsEqualEagerForEveryDtypeAndLayout) {
+  TS_REQUIRE_GPU();
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  ts::Tensor base = ts::randn({5, 7, 11}, ts::Device::cuda());
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16}) {
+    struct Case { const char* what; ts::Tensor x, y; };
+    std::vector<Case> cases = {{"contiguous", ts::randn({301, 1003}, ts::Device::cuda()), ts::randn({1003}, ts::Device::cuda())},
+                               {"transposed", base.transpose(0, 2), ts::randn({7, 5}, ts::Device::cuda())},
+                               {"one element", ts::randn({1}, ts::Device::cuda()), ts::randn({}, ts::Device::cuda())}};
+    for (const Case& c : cases) {
+      ts::Tensor x = c.x.to(dt), y = c.y.to(dt);
+      auto f = ts::compile(chain, o);
+      f(x, y);
+      EXPECT_TRUE(close(f(x, y), chain(x, y))) << ts::dtype_name(dt) << " " << c.what;
+      EXPECT_EQ(f.stats().kernels, 1) << ts::dtype_name(dt) << " " << c.what;
+    }
+  }
+}
+
+TEST(CudaCodegen, GradientsOfAJointGraphWithKernelsEqualEager) {
+  TS_REQUIRE_GPU();
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  ts::Tensor x = ts::randn({64, 96}, ts::Device::cuda()).requires_grad_(), y = ts::randn({96}, ts::Device::cuda()).requires_grad_();
+  ts::Tensor xe = x.detach().requires_grad_(), ye = y.detach().requires_grad_();
+  auto f = ts::compile(chain, o);
+  for (int call = 0; call < 2; ++call) {
+    ts::Tensor got = f(x, y), want = chain(xe, ye);
+    EXPECT_TRUE(close(got.detach(), want.detach()));
+    got.pow(2).sum().backward();
+    want.pow(2).sum().backward();
+    EXPECT_TRUE(close(x.grad(), xe.grad())) << "call " << call;
+    EXPECT_TRUE(close(y.grad(), ye.grad())) << "call " << call;
+  }
+  EXPECT_EQ(f.stats().joint_variants, 1);
+  EXPECT_GE(f.stats().kernels, 2);
 }
 
 }  // namespace

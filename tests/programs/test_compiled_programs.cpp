@@ -5,6 +5,11 @@
 // an error must be the same error, and most programs must run as graphs with a backward graph (the
 // test fails when the compiler falls back for more than a few, so that it cannot pass by not
 // compiling). TESSERA_COMPILED_PROGRAMS sets the count (default 2000, about a second).
+// The same programs through the codegen backend (fusion groups as generated C++ kernels) must equal
+// eager within the dtype's rounding (near(): a fused chain rounds as the eager ops do, but its float
+// math may differ by an ulp where libm's and the compiler's contractions differ), raise the same
+// errors, and have generated kernels in most programs; TESSERA_CODEGEN_PROGRAMS sets that count
+// (default 500: the programs' kernels are compiled once and then come from the kernel cache).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -77,18 +82,34 @@ bool same(const ts::Tensor& a, const ts::Tensor& b) {
   return a.is_floating_point() && ts::allclose(a, b, 0.0, 0.0, /*equal_nan=*/true);
 }
 
-std::string differs(const ProgramRun& a, const ProgramRun& b) {
+// Within the dtype's rounding of the largest magnitude: |a - b| <= k u (1 + max |b|), NaN and
+// infinities where the other has them; integers and bools exactly.
+bool near(const ts::Tensor& a, const ts::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+  if (same(a, b)) return true;
+  if (!a.is_floating_point()) return false;
+  const double u = a.dtype() == ts::kFloat64 ? 1.1e-16 : a.dtype() == ts::kFloat32 ? 6e-8
+                   : a.dtype() == ts::kBFloat16 ? 3.9e-3 : 4.9e-4;
+  ts::Tensor a64 = a.to(ts::kFloat64), b64 = b.to(ts::kFloat64);
+  ts::Tensor finite = b64.isfinite();
+  const double scale = ts::where(finite, b64.abs(), ts::zeros_like(b64)).max().item<double>();
+  return ts::allclose(a64, b64, 0.0, 64 * u * (1 + scale), /*equal_nan=*/true);
+}
+
+template <class Eq>
+std::string differs(const ProgramRun& a, const ProgramRun& b, Eq eq) {
   if (a.error != b.error) return "error '" + a.error + "' against '" + b.error + "'";
   if (a.outputs.size() != b.outputs.size()) return "output count";
   for (size_t j = 0; j < a.outputs.size(); ++j)
-    if (!same(a.outputs[j], b.outputs[j])) return "output " + std::to_string(j);
+    if (!eq(a.outputs[j], b.outputs[j])) return "output " + std::to_string(j);
   if (a.grads.size() != b.grads.size()) return "gradient count";
   for (size_t j = 0; j < a.grads.size(); ++j) {
     if (a.grads[j].defined() != b.grads[j].defined()) return "gradient " + std::to_string(j) + " defined on one side";
-    if (a.grads[j].defined() && !same(a.grads[j], b.grads[j])) return "gradient " + std::to_string(j);
+    if (a.grads[j].defined() && !eq(a.grads[j], b.grads[j])) return "gradient " + std::to_string(j);
   }
   return "";
 }
+std::string differs(const ProgramRun& a, const ProgramRun& b) { return differs(a, b, same); }
 
 TEST(CompiledPrograms, EqualEagerBitwise) {
   const int n = program_count();
@@ -139,6 +160,44 @@ TEST(CompiledPrograms, EqualEagerBitwise) {
             << std::endl;
   EXPECT_GE(graphs, ran * 95 / 100) << "too many programs fell back to eager:" << reasons;
   EXPECT_GE(joint, with_grad * 80 / 100) << "too many backward passes were not captured:" << joint_reasons;
+}
+
+int codegen_count() {
+  const char* s = std::getenv("TESSERA_CODEGEN_PROGRAMS");
+  return s ? std::atoi(s) : 500;
+}
+
+TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) {
+  const int n = codegen_count();
+  int failed = 0, ran = 0, with_kernels = 0, kernels = 0, fused = 0;
+  ts::set_compile_warning_handler([](const std::string&) {});
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  for (int seed = first_seed(); seed < first_seed() + n; ++seed) {
+    const tp::Program p = tp::generate_program(static_cast<uint64_t>(seed));
+    auto body = [&p](const std::vector<ts::Tensor>& in) { return tp::run_ops(p, in, ts::kCPU); };
+    const ProgramRun want = run(p, body);
+    auto f = ts::compile(body, o);
+    const ProgramRun first = run(p, f), second = run(p, f);
+    std::string why = differs(first, want, near);
+    if (!why.empty()) why = "the capturing call: " + why;
+    else if (!(why = differs(second, want, near)).empty()) why = "the graph's call: " + why;
+    if (!why.empty()) {
+      ++failed;
+      ADD_FAILURE() << tp::summary(p) << ": codegen differs from eager (" << why << ")\n" << f.last_graph();
+      if (failed > 5) break;
+    }
+    if (!want.error.empty()) continue;
+    ++ran;
+    const ts::CompileStats s = f.stats();
+    with_kernels += s.kernels > 0;
+    kernels += s.kernels;
+    fused += s.fused_nodes;
+  }
+  ts::set_compile_warning_handler(nullptr);
+  std::cout << "codegen programs: " << n << ", " << ran << " ran, " << with_kernels << " with generated kernels ("
+            << kernels << " kernels holding " << fused << " nodes)" << std::endl;
+  EXPECT_GE(with_kernels, ran / 4) << "too few programs fused anything: the test would not test code generation";
 }
 
 }  // namespace
