@@ -59,7 +59,7 @@ def main():
         row = {"work": name, "unit": "ms", "tessera": med, "tessera_min": min(s), "tessera_max": max(s),
                "reference": "tessera eager (same program, same process)", "reference_value": emed,
                "reference_min": min(e), "reference_max": max(e), "ratio": emed / med,
-               "nodes": r.get("nodes"), "samples": s, "reference_samples": e,
+               "nodes": r.get("nodes"), "kernels": r.get("kernels"), "fused_nodes": r.get("fused_nodes"), "samples": s, "reference_samples": e,
                "torch_eager": None, "torch_compile": None, "libtorch": None, "peak_mem_gib": None}
         if name.startswith("call"):
             row["target"] = 1.0
