@@ -258,6 +258,10 @@ void run_case(const Case& c, ts::Device dev) {
   if (const std::string* err = o.find_meta("error:" + c.name)) {
     try {
       run_on(c, inputs, dev);
+      // On the GPU an index out of range is found by the kernel and raised at the next point where
+      // the host waits for the device (Note [Deferred device checks]): wait here, so the error
+      // belongs to this case and not to the next one.
+      if (gpu) ts::cuda::synchronize(dev.index());
       ADD_FAILURE() << "PyTorch raised " << *err << " but tessera did not";
     } catch (const ts::NotImplementedError& e) {
       if (gpu && !cpu_raises_not_implemented(c)) FAIL() << missing_kernel(c, e);
