@@ -7,6 +7,7 @@
 #include "compile/capture.h"
 #include "compile/codegen/compiled_kernels.h"
 #include "compile/compiled_backward.h"
+#include "compile/decompose.h"
 #include "compile/executor.h"
 #include "compile/fusion.h"
 #include "compile/guards.h"
@@ -49,6 +50,7 @@ struct Variant {
   // Backend codegen: the plan with the fusion groups as generated kernels, for the calls that autograd
   // does not record (no_grad, no input that requires grad, or a joint graph's forward).
   std::optional<compiler::ExecutionPlan> fused;
+  compiler::Graph fused_graph;         // the graph `fused` runs: `graph` after the decompositions
   bool inputs_require_grad = false;
   compiler::VerifyReport verified;
   // Note [Joint graph]: with a backward, the forward runs without autograd and one node runs this.
@@ -64,12 +66,14 @@ namespace {
 // autograd node.
 std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call) {
   const bool records = is_grad_enabled() && v.inputs_require_grad && !v.backward;
-  const compiler::ExecutionPlan& plan = v.fused && !records ? *v.fused : v.plan;
-  if (!v.backward || !is_grad_enabled()) return compiler::execute(v.graph, plan, call.args, call.params);
+  const bool fused = v.fused && !records;
+  const compiler::ExecutionPlan& plan = fused ? *v.fused : v.plan;
+  const compiler::Graph& graph = fused ? v.fused_graph : v.graph;
+  if (!v.backward || !is_grad_enabled()) return compiler::execute(graph, plan, call.args, call.params);
   std::vector<Tensor> all;
   {
     NoGradGuard no_grad;
-    all = compiler::execute(v.graph, plan, call.args, call.params);
+    all = compiler::execute(graph, plan, call.args, call.params);
   }
   std::vector<Tensor> outs(all.begin(), all.begin() + v.num_outputs);
   std::vector<Tensor> saved(all.begin() + v.num_outputs, all.end());
@@ -189,12 +193,15 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
   if (r.complete && s.options.backend == "codegen") {
     // Outside the verification's fallback: a kernel that fails to build raises (with the compiler's
     // log and the source's path), as a failing backend does in PyTorch.
-    const compiler::FusionPlan f = compiler::plan_fusion(v.graph);
-    v.fused = compiler::plan_execution(v.graph, &f, s.name + "-forward");
+    v.fused_graph = v.graph;
+    if (compiler::decompose_for_fusion(v.fused_graph) > 0) compiler::verify_graph(v.fused_graph);
+    const compiler::FusionPlan f = compiler::plan_fusion(v.fused_graph);
+    v.fused = compiler::plan_execution(v.fused_graph, &f, s.name + "-forward");
     s.stats.kernels += static_cast<int>(f.groups.size());
     s.stats.fused_nodes += v.fused->fused_nodes;
     if (v.backward) {  // a backward runs without autograd recording (create_graph is refused)
       auto b = std::make_shared<compiler::BackwardProgram>(*v.backward);
+      if (compiler::decompose_for_fusion(b->graph) > 0) compiler::verify_graph(b->graph);
       const compiler::FusionPlan fb = compiler::plan_fusion(b->graph);
       b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward");
       s.stats.kernels += static_cast<int>(fb.groups.size());
@@ -237,7 +244,11 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
        << "intermediates: " << v.plan.memory.buffers << " buffers, peak " << v.plan.memory.peak_bytes << " bytes of "
        << v.plan.memory.total_bytes << "\n"
        << v.graph.to_text();
-    if (v.fused) os << " generated kernels: " << v.fused->kernels->size() << " (" << v.fused->fused_nodes << " nodes)\n";
+    if (v.fused) {
+      if (v.fused_graph.nodes.size() != v.graph.nodes.size())
+        os << " after the decompositions (Note [Decompositions]):\n" << v.fused_graph.to_text();
+      os << " generated kernels: " << v.fused->kernels->size() << " (" << v.fused->fused_nodes << " nodes)\n";
+    }
     if (v.backward) {
       os << " backward: " << v.backward->graph.nodes.size() << " nodes, one autograd node for the call; "
          << v.graph.outputs.size() - v.num_outputs << " saved values\n"

@@ -81,13 +81,15 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
   ExecutionPlan p;
   const int nodes = static_cast<int>(g.nodes.size());
   if (fusion && !fusion->groups.empty()) {
-    p.steps = schedule(g, *fusion);
+    // The kernels first: their debug output (Note [Compiler debug output]) then exists when the
+    // schedule fails.
     p.kernels = std::make_shared<const std::vector<CompiledKernel>>(compile_groups(g, *fusion, label));
-    for (const FusionGroup& grp : fusion->groups) {
-      std::vector<int> ops = grp.outputs;
-      ops.insert(ops.end(), grp.inputs.begin(), grp.inputs.end());
+    p.steps = schedule(g, *fusion);
+    for (size_t k = 0; k < fusion->groups.size(); ++k) {
+      std::vector<int> ops;  // the kernel's operands (a reduction kernel may read a value twice)
+      for (const KernelOperand& op : (*p.kernels)[k].spec.operands) ops.push_back(op.value);
       p.kernel_operands.push_back(std::move(ops));
-      p.fused_nodes += static_cast<int>(grp.nodes.size());
+      p.fused_nodes += static_cast<int>(fusion->groups[k].nodes.size());
     }
   } else {
     for (int i = 0; i < nodes; ++i) p.steps.push_back({i, -1});

@@ -6,7 +6,8 @@
 // and one read of it, span_bytes() each). Candidates are merged best first (Inductor's scheduler and
 // XLA's priority fusion score the same way), one union of two groups at a time, as long as
 //   - the union stays within the size limits (FusionOptions),
-//   - no path leaves the union and comes back into it (the kernel could not run at one point: the
+//   - no path leaves the union and comes back into it, through the groups formed so far contracted
+//     to one step each (the kernel could not run at one point: the
 //     path's outside node would need a value the kernel makes and make a value it needs),
 //   - no side-effecting node (an in-place write, an out= write, a random draw) lies between the union's
 //     first and last node in program order: the kernel runs where its last node stood, so a member
@@ -22,6 +23,7 @@
 #include <sstream>
 
 #include "compile/codegen/pointwise_expr.h"
+#include "compile/reduction_schedule.h"
 
 namespace tessera::compiler {
 namespace {
@@ -40,6 +42,35 @@ bool is_logic(OpId op) {
     default:
       return false;
   }
+}
+
+// The iteration space of a node or a group: pointwise over `full`, or reducing `mask`'s dims of it.
+struct Space {
+  bool reduce = false;
+  Shape full;
+  std::vector<char> mask;
+  Device device = kCPU;
+};
+
+// The space of the union of two, if they can share a kernel: pointwise spaces that are equal, or a
+// reduction's space with a pointwise one over its full space or its rows (keepdim or not).
+bool join(const Space& a, const Space& b, Space* out) {
+  if (!(a.device == b.device)) return false;
+  if (a.reduce && b.reduce) {
+    if (a.full != b.full || a.mask != b.mask) return false;
+    *out = a;
+    return true;
+  }
+  if (!a.reduce && !b.reduce) {
+    if (a.full != b.full) return false;
+    *out = a;
+    return true;
+  }
+  const Space& r = a.reduce ? a : b;
+  const Shape& p = a.reduce ? b.full : a.full;
+  if (p != r.full && p != row_sizes(r.full, r.mask, true) && p != row_sizes(r.full, r.mask, false)) return false;
+  *out = r;
+  return true;
 }
 
 struct Dsu {
@@ -62,8 +93,11 @@ bool scalar_literal(const Graph& g, int value, double* out) {
 }
 
 bool is_fusible(const Graph& g, const Node& n) {
+  if (fusible_reduction(g, n)) return true;
   const OpInfo& info = op_info(n.op);
-  if (info.family != OpFamily::Pointwise || info.kind != OpKind::Functional) return false;
+  // A copy into a fresh buffer is a conversion (x.to(dtype)).
+  const bool conversion = n.op == OpId::copy_ && n.inputs.size() == 2 && n.inputs[0] < 0 && n.inputs[1] >= 0;
+  if (!conversion && (info.family != OpFamily::Pointwise || info.kind != OpKind::Functional)) return false;
   if (n.outputs.size() != 1 || !has_pointwise_expr(n)) return false;
   const TensorMeta& out = g.values[n.outputs[0]].meta;
   if (!fusible_dtype(out.dtype) || out.numel() == 0) return false;
@@ -101,10 +135,18 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
   Dsu dsu(n);
   std::vector<std::vector<int>> members(n);
   for (int i = 0; i < n; ++i) members[i] = {i};
-  auto out_sizes = [&](int i) -> const Shape& { return g.values[g.nodes[i].outputs[0]].meta.sizes; };
-  auto same_space = [&](int a, int b) {
-    return out_sizes(a) == out_sizes(b) &&
-           g.values[g.nodes[a].outputs[0]].meta.device == g.values[g.nodes[b].outputs[0]].meta.device;
+  // Each group's space, at its root; a node's own to begin with.
+  std::vector<Space> space(n);
+  for (int i = 0; i < n; ++i) {
+    if (!fusible[i]) continue;
+    const TensorMeta& out = g.values[g.nodes[i].outputs[0]].meta;
+    space[i].device = out.device;
+    space[i].reduce = fusible_reduction(g, g.nodes[i], &space[i].full, &space[i].mask);
+    if (!space[i].reduce) space[i].full = out.sizes;
+  }
+  auto joinable = [&](int a, int b) {
+    Space u;
+    return join(space[a], space[b], &u);
   };
   // Distinct tensors the union of two groups would read or write.
   auto operand_count = [&](const std::vector<int>& nodes) {
@@ -119,22 +161,37 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
     std::sort(seen.begin(), seen.end());
     return static_cast<int>(std::unique(seen.begin(), seen.end()) - seen.begin());
   };
-  // Whether a path from the union leaves it and comes back (searched forward from the union's
-  // outside users, up to the union's last node: a later node cannot lead back).
+  // Whether a path from the union leaves it and comes back. The path runs through the graph with the
+  // groups formed so far contracted (a group runs as one step: a path that reaches one member leaves
+  // from all of them), so two groups never wait for each other.
+  std::vector<char> in_union(n, 0), seen(n, 0), expanded(n, 0);
   auto creates_cycle = [&](const std::vector<int>& nodes) {
-    std::vector<char> in(n, 0), seen(n, 0);
-    int last = 0;
-    for (int i : nodes) in[i] = 1, last = std::max(last, i);
+    std::fill(in_union.begin(), in_union.end(), 0);
+    std::fill(seen.begin(), seen.end(), 0);
+    std::fill(expanded.begin(), expanded.end(), 0);
+    for (int i : nodes) in_union[i] = 1;
     std::vector<int> stack;
+    auto visit_users = [&](int x) {
+      for (int u : users[x]) {
+        if (in_union[u]) return true;
+        if (!seen[u]) seen[u] = 1, stack.push_back(u);
+      }
+      return false;
+    };
     for (int i : nodes)
       for (int u : users[i])
-        if (!in[u] && u < last && !seen[u]) seen[u] = 1, stack.push_back(u);
+        if (!in_union[u] && !seen[u]) seen[u] = 1, stack.push_back(u);
     while (!stack.empty()) {
       const int x = stack.back();
       stack.pop_back();
-      for (int u : users[x]) {
-        if (in[u]) return true;
-        if (u < last && !seen[u]) seen[u] = 1, stack.push_back(u);
+      const int r = dsu.find(x);
+      if (members[r].size() > 1) {
+        if (expanded[r]) continue;
+        expanded[r] = 1;
+        for (int m : members[r])
+          if (visit_users(m)) return true;
+      } else if (visit_users(x)) {
+        return true;
       }
     }
     return false;
@@ -148,7 +205,11 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
     if (static_cast<int>(u.size()) > opt.max_nodes) return false;
     if (effects_before[u.back()] - effects_before[u.front() + 1] > 0) return false;
     if (operand_count(u) > opt.max_operands) return false;
+    Space joined;
+    if (!join(space[ra], space[rb], &joined)) return false;
+    if (joined.reduce && !schedule_reduction(g, u, joined.full, joined.mask).ok) return false;
     if (creates_cycle(u)) return false;
+    space[ra] = std::move(joined);
     dsu.parent[rb] = ra;
     members[ra] = std::move(u);
     members[rb].clear();
@@ -163,7 +224,7 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
     for (int v : g.nodes[c].inputs) {
       if (v < 0 || g.values[v].node < 0) continue;
       const int p = g.values[v].node;
-      if (fusible[p] && same_space(p, c)) edges.push_back({2 * g.values[v].meta.span_bytes(), p, c});
+      if (fusible[p] && joinable(p, c)) edges.push_back({2 * g.values[v].meta.span_bytes(), p, c});
     }
   }
   std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.bytes > y.bytes; });
@@ -178,7 +239,7 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
           if (v >= 0 && !scalar_literal(g, v) && (readers[v].empty() || readers[v].back() != i)) readers[v].push_back(i);
     for (size_t v = 0; v < readers.size(); ++v)
       for (size_t k = 1; k < readers[v].size(); ++k)
-        if (same_space(readers[v][0], readers[v][k])) try_merge(readers[v][0], readers[v][k]);
+        if (joinable(readers[v][0], readers[v][k])) try_merge(readers[v][0], readers[v][k]);
   }
 
   // The groups of two or more nodes, in the order of their first node.
@@ -197,9 +258,9 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
     grp.nodes = members[r];
     const int id = static_cast<int>(plan.groups.size());
     for (int i : grp.nodes) plan.group_of_node[i] = id;
-    const TensorMeta& m0 = g.values[g.nodes[grp.nodes[0]].outputs[0]].meta;
-    grp.sizes = m0.sizes;
-    grp.device = m0.device;
+    grp.sizes = space[r].full;
+    grp.device = space[r].device;
+    if (space[r].reduce) grp.reduce_mask = space[r].mask;
     plan.groups.push_back(std::move(grp));
   }
   for (FusionGroup& grp : plan.groups) {
@@ -251,7 +312,13 @@ std::string fusion_text(const Graph& g, const FusionPlan& plan) {
     const FusionGroup& grp = plan.groups[k];
     os << "group " << k << " [";
     for (size_t d = 0; d < grp.sizes.size(); ++d) os << (d ? "," : "") << grp.sizes[d];
-    os << "] " << grp.device.str() << ":";
+    os << "]";
+    if (grp.reduction()) {
+      os << " reducing";
+      for (size_t d = 0; d < grp.reduce_mask.size(); ++d)
+        if (grp.reduce_mask[d]) os << " " << d;
+    }
+    os << " " << grp.device.str() << ":";
     for (size_t j = 0; j < grp.nodes.size(); ++j)
       os << (j ? ", " : " ") << op_name(g.nodes[grp.nodes[j]].op) << " %" << g.nodes[grp.nodes[j]].outputs[0];
     os << " <-";

@@ -2,7 +2,8 @@
 // together as one generated kernel.
 //
 // A group is a set of pointwise nodes over one iteration space (the sizes of every output in it) on one
-// device. Its inputs are read once and its outputs written once; the values between its nodes live in
+// device, or a reduction group: reductions over the same dims of one space with their pointwise
+// prologue and epilogue (Note [Reduction groups] in reduction_schedule.cpp). Its inputs are read once and its outputs written once; the values between its nodes live in
 // registers and are never stored. The pass decides the groups only; the graph keeps its nodes, and the
 // executor (executor.h) runs a group's kernel where the group's last node stood.
 #pragma once
@@ -25,7 +26,10 @@ struct FusionGroup {
   std::vector<int> outputs;  // values defined inside and read after it (or graph outputs), in order
   std::vector<int> literals; // inputs that are scalar constants (a fill_ of a fresh 0-dim buffer): the
                              // kernel holds their value and reads no memory for them
-  Shape sizes;               // the iteration space
+  Shape sizes;               // the iteration space (a reduction group's: its full space)
+  std::vector<char> reduce_mask;  // a reduction group's reduced dims (Note [Reduction groups]); empty
+                                  // for a pointwise group
+  bool reduction() const { return !reduce_mask.empty(); }
   Device device = kCPU;
   int64_t bytes_saved = 0;   // bytes eager would write and read again for the values kept inside
 };
@@ -37,7 +41,8 @@ struct FusionPlan {
   std::vector<char> absorbed;
 };
 
-// Whether code generation can compute node `n` of `g` inside a kernel (its op, attributes, dtypes).
+// Whether code generation can compute node `n` of `g` inside a kernel (its op, attributes, dtypes):
+// a pointwise op or a fusible reduction.
 bool is_fusible(const Graph& g, const Node& n);
 
 // The scalar constant a value holds when it is a fill_ of a fresh 0-dim buffer (a Scalar operand, as
@@ -46,7 +51,8 @@ bool scalar_literal(const Graph& g, int value, double* out = nullptr);
 
 FusionPlan plan_fusion(const Graph& g, const FusionOptions& options = {});
 
-// One line per group: "group 0 [4,8] cpu: mul %3, add %4, relu %5 <- %0 %1 -> %5 (saves 256 B)".
+// One line per group: "group 0 [4,8] cpu: mul %3, add %4, relu %5 <- %0 %1 -> %5 (saves 256 B)"; a
+// reduction group names its reduced dims: "group 1 [4,8] reducing 1 cpu: amax %6, sub %7, ...".
 std::string fusion_text(const Graph& g, const FusionPlan& plan);
 
 }  // namespace tessera::compiler

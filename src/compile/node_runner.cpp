@@ -480,6 +480,11 @@ const OpReplay* op_replay(OpId op) {
   return r.run ? &r : nullptr;
 }
 
+Tensor meta_tensor(const TensorMeta& m) {
+  const int64_t span = m.span_bytes() / static_cast<int64_t>(element_size(m.dtype));
+  return empty({m.offset + span}, TensorOptions(m.dtype, kMeta)).as_strided(m.sizes, m.strides, m.offset);
+}
+
 std::vector<Tensor> run_node(const Graph& g, const Node& n, const std::vector<Tensor>& inputs) {
   const OpReplay* r = op_replay(n.op);
   TS_CHECK(r != nullptr, NotImplementedError, "compile: the graph holds ", op_name(n.op),

@@ -30,6 +30,10 @@ struct OpReplay {
 // The replay entry of `op`, or nullptr where the capture does not support it.
 const OpReplay* op_replay(OpId op);
 
+// A tensor of the meta device with the layout of `m` (0-dim CPU scalars too): the verifier and the
+// decompositions run ops on these, which compute metadata only.
+Tensor meta_tensor(const TensorMeta& m);
+
 // Runs node `n` of `g` on `inputs` (one per node input; undefined for an absent one).
 std::vector<Tensor> run_node(const Graph& g, const Node& n, const std::vector<Tensor>& inputs);
 

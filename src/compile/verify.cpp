@@ -13,12 +13,6 @@ std::string where(const Graph& g, size_t i) {
   return "node " + std::to_string(i) + " (" + op_name(g.nodes[i].op) + ")";
 }
 
-// A meta tensor with the layout of `m` (0-dim CPU scalars too: the whole graph runs on meta).
-Tensor meta_like(const TensorMeta& m) {
-  const int64_t span = m.span_bytes() / static_cast<int64_t>(element_size(m.dtype));
-  return empty({m.offset + span}, TensorOptions(m.dtype, kMeta)).as_strided(m.sizes, m.strides, m.offset);
-}
-
 // Strides agree where they address anything: dims of size 1 (and empty tensors) may have any.
 bool same_strides(const Tensor& got, const TensorMeta& want) {
   if (got.numel() == 0) return true;
@@ -69,7 +63,7 @@ VerifyReport verify_graph(const Graph& g, bool reinfer) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::vector<Tensor> ins;
-    for (int v : n.inputs) ins.push_back(v >= 0 ? meta_like(g.values[v].meta) : Tensor());
+    for (int v : n.inputs) ins.push_back(v >= 0 ? meta_tensor(g.values[v].meta) : Tensor());
     std::vector<Tensor> outs;
     try {
       outs = run_node(mg, n, ins);

@@ -8,6 +8,7 @@
 
 #include "common/test_util.h"
 #include "compile/bitwise.h"
+#include "compile/codegen_testing.h"
 #include "tessera/compile.h"
 #include "tessera/determinism.h"
 #include "tessera/models.h"
@@ -78,21 +79,8 @@ TEST(CudaCompile, GPT2Unfused) {
       [] { return ts::randint(0, 128, {2, 32}, ts::kInt64); }, true);
 }
 
-// |a - b| <= tol (1 + max |b|), NaN where the other has NaN.
-::testing::AssertionResult close(const ts::Tensor& a, const ts::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return ::testing::AssertionFailure() << "sizes or dtype differ";
-  const double tol = a.dtype() == ts::kFloat64 ? 1e-12 : a.dtype() == ts::kFloat32 ? 1e-5 : 2e-2;
-  ts::Tensor a64 = a.to(ts::kFloat64).cpu(), b64 = b.to(ts::kFloat64).cpu();
-  const double scale = b64.abs().max().item<double>();
-  if (ts::allclose(a64, b64, 0.0, tol * (1 + scale), true)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |a - b| = " << (a64 - b64).abs().max().item<double>();
-}
-
-ts::Tensor chain(const ts::Tensor& x, const ts::Tensor& y) {
-  ts::Tensor t = ts::relu(x * 2.0 + y);
-  ts::Tensor u = ts::where(t > 0.5, t, ts::sigmoid(y)).clamp(0.1, 0.9);
-  return ts::gelu(u) + ts::tanh(x).exp() - x / 3.0;
-}
+using tessera::testing::close;
+ts::Tensor chain(const ts::Tensor& x, const ts::Tensor& y) { return tessera::testing::pointwise_chain(x, y); }
 
 TEST(CudaCodegen, GeneratedKernelsEqualEagerForEveryDtypeAndLayout) {
   TS_REQUIRE_GPU();
@@ -131,6 +119,49 @@ TEST(CudaCodegen, GradientsOfAJointGraphWithKernelsEqualEager) {
   }
   EXPECT_EQ(f.stats().joint_variants, 1);
   EXPECT_GE(f.stats().kernels, 2);
+}
+
+TEST(CudaCodegen, ReductionKernelsEqualEagerForEveryDtypeWarpAndBlockRows) {
+  TS_REQUIRE_GPU();
+  // Rows of 53 (a warp per row), 5000 (a block of 256) and 40000 (a block of 1024), over 37, 64 and 8
+  // rows (Note [Reduction kernels]).
+  for (const ts::Shape& s : {ts::Shape{37, 53}, ts::Shape{64, 5000}, ts::Shape{40, 40000}}) {
+    for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16}) {
+      ts::manual_seed(12);
+      ts::Tensor x = ts::randn(s, ts::Device::cuda()).to(dt), r = ts::randn(s, ts::Device::cuda()).to(dt),
+                 w = ts::randn({s[1]}, ts::Device::cuda()).to(dt);
+      auto f = ts::compile(tessera::testing::normalizations, tessera::testing::codegen_options());
+      f(x, r, w);
+      std::vector<ts::Tensor> got = f(x, r, w), want = tessera::testing::normalizations(x, r, w);
+      EXPECT_GT(f.stats().kernels, 0);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(close(got[i], want[i])) << ts::dtype_name(dt) << " " << s[1] << " output " << i;
+    }
+  }
+}
+
+TEST(CudaCodegen, GradientsThroughFusedNormalizationsEqualEager) {
+  TS_REQUIRE_GPU();
+  ts::manual_seed(13);
+  const ts::Device d = ts::Device::cuda();
+  ts::Tensor x = ts::randn({96, 768}, d).requires_grad_(), r = ts::randn({96, 768}, d).requires_grad_(),
+             w = ts::randn({768}, d).requires_grad_();
+  ts::Tensor xe = x.detach().requires_grad_(), re = r.detach().requires_grad_(), we = w.detach().requires_grad_();
+  auto f = ts::compile(tessera::testing::normalizations, tessera::testing::codegen_options());
+  for (int call = 0; call < 2; ++call) {
+    for (ts::Tensor* t : {&x, &r, &w, &xe, &re, &we}) t->zero_grad();
+    std::vector<ts::Tensor> got = f(x, r, w), want = tessera::testing::normalizations(xe, re, we);
+    ts::Tensor lg = got[0].sum(), lw = want[0].sum();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(close(got[i], want[i])) << "output " << i;
+      lg = lg + (got[i] * got[i]).sum();
+      lw = lw + (want[i] * want[i]).sum();
+    }
+    lg.backward();
+    lw.backward();
+    EXPECT_TRUE(close(x.grad(), xe.grad())) << "call " << call;
+    EXPECT_TRUE(close(w.grad(), we.grad())) << "call " << call;
+  }
 }
 
 }  // namespace

@@ -97,7 +97,11 @@ void run_kernel(const CompiledKernel& k, const std::vector<Tensor>& operands) {
   } else {
     std::vector<void*> params(ptrs.size());
     for (size_t i = 0; i < ptrs.size(); ++i) params[i] = &ptrs[i];
-    launch_cuda_kernel(k.fn, k.spec.numel, params.data(), k.device_index, k.spec.name.c_str());
+    if (k.spec.reduction())
+      launch_cuda_rows(k.fn, k.spec.rows, k.spec.rows_per_block, k.spec.row_threads, params.data(), k.device_index,
+                       k.spec.name.c_str());
+    else
+      launch_cuda_kernel(k.fn, k.spec.numel, params.data(), k.device_index, k.spec.name.c_str());
   }
 }
 

@@ -31,6 +31,12 @@ void* cuda_kernel(const CudaLibrary& lib, const std::string& name);
 // (256 threads a block, a grid of at most 16 blocks per multiprocessor; the kernel strides over the rest).
 void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_index, const char* name);
 
+// Launches a generated reduction kernel over `rows` rows (Note [Reduction kernels]): blocks of
+// rows_per_block * row_threads threads, one block per rows_per_block rows (the kernel strides over rows
+// past the grid's limit).
+void launch_cuda_rows(void* kernel, int64_t rows, int rows_per_block, int row_threads, void** args, int device_index,
+                      const char* name);
+
 void forget_loaded_cuda_libraries();
 
 }  // namespace tessera::compiler

@@ -149,11 +149,42 @@ TS_D float ts_atan2(float x, float y) { return atan2f(x, y); }
 TS_D double ts_atan2(double x, double y) { return atan2(x, y); }
 )TS";
 
+// Reductions across the threads that share a row (reduction_source.cpp): a warp's by shuffles, a
+// block's through one float or double per warp in shared memory. Every thread gets the result.
+constexpr const char* kCudaReduce = R"TS(
+struct ts_op_sum {
+  template <class T> static __device__ __forceinline__ T f(T a, T b) { return a + b; }
+  template <class T> static __device__ __forceinline__ T id() { return T(0); }
+};
+struct ts_op_max {
+  template <class T> static __device__ __forceinline__ T f(T a, T b) { return ts_maximum(a, b); }
+  template <class T> static __device__ __forceinline__ T id() { return -(T)TS_INF; }
+};
+struct ts_op_min {
+  template <class T> static __device__ __forceinline__ T f(T a, T b) { return ts_minimum(a, b); }
+  template <class T> static __device__ __forceinline__ T id() { return (T)TS_INF; }
+};
+template <class Op, class T> static __device__ __forceinline__ T ts_warp_reduce(T v) {
+  for (int o = 16; o > 0; o >>= 1) v = Op::f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+template <class Op, class T> static __device__ __forceinline__ T ts_block_reduce(T v) {
+  __shared__ T ts_partial[32];
+  v = ts_warp_reduce<Op>(v);
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  __syncthreads();  // the previous reduction's readers are done with ts_partial
+  if (lane == 0) ts_partial[warp] = v;
+  __syncthreads();
+  v = lane < (blockDim.x >> 5) ? ts_partial[lane] : Op::template id<T>();
+  return ts_warp_reduce<Op>(v);
+}
+)TS";
+
 }  // namespace
 
 const std::string& kernel_preamble(KernelTarget target) {
   static const std::string cpu = std::string(kCpuHead) + kVecMathSource + kCpuMath + kCommon;
-  static const std::string cuda = std::string(kCudaMath) + kCommon;
+  static const std::string cuda = std::string(kCudaMath) + kCommon + kCudaReduce;
   return target == KernelTarget::Cpu ? cpu : cuda;
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "compile/codegen/kernel_body.h"
 #include "compile/codegen/pointwise_expr.h"
 
 namespace tessera::compiler {
@@ -13,45 +14,8 @@ namespace {
 constexpr int64_t kCpuTile = 1024;            // elements per simd loop
 constexpr int64_t kCpuParallelFrom = 32768;   // elements below which one thread runs the kernel
 
-const char* storage_type(DType d) {
-  switch (d) {
-    case kFloat32: return "float";
-    case kFloat64: return "double";
-    case kBool: return "bool";
-    case kBFloat16: return "ts_bf16";
-    case kFloat16: return "ts_f16";
-    default: TS_THROW(DTypeError, "compile: no generated storage type for ", dtype_name(d));
-  }
-}
-
-// "v12": written as appends (GCC 12 warns, wrongly, of overlap for "v" + std::to_string(v)).
-std::string named(char c, int64_t v) {
-  std::string s(1, c);
-  s += std::to_string(v);
-  return s;
-}
-std::string var(int v) { return named('v', v); }
-
-// Operand strides aligned to the iteration sizes (right-aligned, zero where broadcast).
-std::vector<int64_t> aligned_strides(const TensorMeta& m, const Shape& sizes) {
-  const size_t R = sizes.size(), r = m.sizes.size();
-  std::vector<int64_t> s(R, 0);
-  for (size_t k = 0; k < r; ++k) {
-    const size_t d = R - r + k;
-    s[d] = m.sizes[k] == 1 && sizes[d] != 1 ? 0 : m.strides[k];
-  }
-  return s;
-}
-
-std::string offset_expr(const std::vector<int64_t>& strides, const std::vector<std::string>& idx, size_t dims) {
-  std::string e;
-  for (size_t d = 0; d < dims; ++d) {
-    if (strides[d] == 0) continue;
-    if (!e.empty()) e += " + ";
-    e += strides[d] == 1 ? idx[d] : idx[d] + " * " + std::to_string(strides[d]);
-  }
-  return e.empty() ? "0" : e;
-}
+std::string var(int v) { return kernel_var(v); }
+std::string named(char c, int64_t v) { return index_name(c, v); }
 
 bool is_contiguous_in(const std::vector<int64_t>& strides, const std::vector<int64_t>& sizes) {
   int64_t expect = 1;
@@ -65,6 +29,7 @@ bool is_contiguous_in(const std::vector<int64_t>& strides, const std::vector<int
 }  // namespace
 
 KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget target, int index) {
+  if (grp.reduction()) return make_reduction_spec(g, grp, target, index);
   KernelSpec k;
   k.target = target;
   k.name = "ts_fused_" + std::to_string(index);
@@ -128,40 +93,10 @@ KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget
   // The element body, given each operand's offset expression.
   auto body = [&](const std::vector<std::string>& off, const std::string& ind) {
     std::ostringstream b;
-    for (size_t o = 0; o < k.operands.size(); ++o) {
-      const KernelOperand& op = k.operands[o];
-      if (op.output) continue;
-      b << ind << "const " << c_type(compute_type_of(op.meta.dtype)) << " " << var(op.value) << " = ts_load(p" << o
-        << "[" << off[o] << "]);\n";
-    }
-    for (int v : grp.literals) {
-      double x = 0;
-      scalar_literal(g, v, &x);
-      const DType d = g.values[v].meta.dtype;
-      std::string lit = literal(x, compute_type_of(d));
-      if (d == kBFloat16) lit = "ts_round_bf16(" + lit + ")";
-      if (d == kFloat16) lit = "ts_round_f16(" + lit + ")";
-      b << ind << "const " << c_type(compute_type_of(d)) << " " << var(v) << " = " << lit << ";\n";
-    }
-    for (int i : grp.nodes) {
-      const Node& n = g.nodes[i];
-      const ComputeType ct = node_compute_type(g, n);
-      std::vector<std::string> args;
-      for (size_t a = 0; a < n.inputs.size(); ++a) {
-        const int v = n.inputs[a];
-        if (v < 0) { args.emplace_back(); continue; }
-        const ComputeType want = operand_type(n, a, ct), have = compute_type_of(g.values[v].meta.dtype);
-        args.push_back(want == have ? var(v) : std::string("((") + c_type(want) + ")" + var(v) + ")");
-      }
-      const int out = n.outputs[0];
-      const DType od = g.values[out].meta.dtype;
-      const char* ot = c_type(compute_type_of(od));
-      std::string e = pointwise_expr(n, ct, args);
-      if (ct != compute_type_of(od)) e = std::string("((") + ot + ")" + e + ")";
-      if (od == kBFloat16) e = "ts_round_bf16(" + e + ")";
-      if (od == kFloat16) e = "ts_round_f16(" + e + ")";
-      b << ind << "const " << ot << " " << var(out) << " = " << e << ";  // " << op_name(n.op) << "\n";
-    }
+    for (size_t o = 0; o < k.operands.size(); ++o)
+      if (!k.operands[o].output) b << load_stmt(g, k.operands[o].value, o, off[o], ind);
+    for (int v : grp.literals) b << literal_stmt(g, v, ind);
+    for (int i : grp.nodes) b << node_stmt(g, g.nodes[i], ind);
     for (size_t o = 0; o < k.operands.size(); ++o)
       if (k.operands[o].output)
         b << ind << "ts_store(p" << o << " + (" << off[o] << "), " << var(k.operands[o].value) << ");\n";

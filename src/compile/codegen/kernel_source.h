@@ -41,10 +41,17 @@ struct KernelSpec {
   bool index64 = false;
   std::vector<KernelOperand> operands;  // the group's outputs, then its inputs (literals are not operands)
   std::string function;             // the kernel's definition, without the preamble
+  // A reduction group's kernel (reduction_source.cpp): its rows and their length; on CUDA, the threads
+  // that share a row (a warp or the block) and the rows a block of rows_per_block * row_threads takes.
+  int64_t rows = 0, inner = 0;
+  int row_threads = 0, rows_per_block = 0;
+  bool reduction() const { return rows > 0; }
 };
 
-// `index` numbers the kernel within its graph (it goes into the name).
+// `index` numbers the kernel within its graph (it goes into the name). A reduction group's kernel is
+// made by make_reduction_spec.
 KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget target, int index);
+KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTarget target, int index);
 
 // The helpers every kernel of a target uses (loads, stores, 16-bit conversions, math).
 const std::string& kernel_preamble(KernelTarget target);

@@ -59,6 +59,8 @@ bool has_pointwise_expr(const Node& n) {
     case OpId::lt: case OpId::le: case OpId::gt: case OpId::ge: case OpId::logical_and: case OpId::logical_or:
     case OpId::logical_xor: case OpId::where: case OpId::lerp: case OpId::addcmul: case OpId::addcdiv:
       return true;
+    case OpId::copy_:  // into a fresh buffer: a conversion to its dtype
+      return n.inputs.size() == 2 && n.inputs[0] < 0 && n.inputs[1] >= 0;
     case OpId::gelu:
       return n.attrs.str.empty() || n.attrs.str == "none" || n.attrs.str == "tanh";
     case OpId::softplus:
@@ -101,6 +103,7 @@ std::string pointwise_expr(const Node& n, ComputeType t, const std::vector<std::
   auto L = [t](double v) { return literal(v, t); };
   const bool logic = t == ComputeType::Bool;
   switch (n.op) {
+    case OpId::copy_: return a[1];
     case OpId::neg: return "(-" + a[0] + ")";
     case OpId::abs: return call("ts_abs", a);
     case OpId::exp: return call("ts_exp", a);

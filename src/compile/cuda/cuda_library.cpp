@@ -136,6 +136,16 @@ void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_ind
   cuda::check_launch("compiled graph", name);
 }
 
+void launch_cuda_rows(void* kernel, int64_t rows, int rows_per_block, int row_threads, void** args, int device_index,
+                      const char* name) {
+  if (rows <= 0) return;
+  const int64_t blocks = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, int64_t{1} << 30);
+  cuda::CurrentDevice dev(device_index);
+  TS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(rows_per_block * row_threads), args, 0,
+                                 cuda::current_raw_stream(device_index)));
+  cuda::check_launch("compiled graph", name);
+}
+
 void forget_loaded_cuda_libraries() {
   std::lock_guard<std::mutex> g(g_mu);
   loaded().clear();
