@@ -7,10 +7,10 @@
 #include "compile/capture.h"
 #include "compile/codegen/compiled_kernels.h"
 #include "compile/compiled_backward.h"
-#include "compile/decompose.h"
 #include "compile/executor.h"
 #include "compile/fusion.h"
 #include "compile/guards.h"
+#include "compile/passes.h"
 #include "compile/verify.h"
 #include "runtime/grad_mode.h"
 #include "tessera/autograd.h"
@@ -194,16 +194,16 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
     // Outside the verification's fallback: a kernel that fails to build raises (with the compiler's
     // log and the source's path), as a failing backend does in PyTorch.
     v.fused_graph = v.graph;
-    if (compiler::decompose_for_fusion(v.fused_graph) > 0) compiler::verify_graph(v.fused_graph);
+    compiler::run_codegen_passes(v.fused_graph, v.num_outputs);
     const compiler::FusionPlan f = compiler::plan_fusion(v.fused_graph);
-    v.fused = compiler::plan_execution(v.fused_graph, &f, s.name + "-forward");
+    v.fused = compiler::plan_execution(v.fused_graph, &f, s.name + "-forward", &v.graph);
     s.stats.kernels += static_cast<int>(f.groups.size());
     s.stats.fused_nodes += v.fused->fused_nodes;
     if (v.backward) {  // a backward runs without autograd recording (create_graph is refused)
       auto b = std::make_shared<compiler::BackwardProgram>(*v.backward);
-      if (compiler::decompose_for_fusion(b->graph) > 0) compiler::verify_graph(b->graph);
+      compiler::run_codegen_passes(b->graph);
       const compiler::FusionPlan fb = compiler::plan_fusion(b->graph);
-      b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward");
+      b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward", &v.backward->graph);
       s.stats.kernels += static_cast<int>(fb.groups.size());
       s.stats.fused_nodes += b->plan.fused_nodes;
       v.backward = std::move(b);

@@ -77,13 +77,13 @@ std::vector<Step> schedule(const Graph& g, const FusionPlan& f) {
 
 }  // namespace
 
-ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std::string& label) {
+ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std::string& label, const Graph* captured) {
   ExecutionPlan p;
   const int nodes = static_cast<int>(g.nodes.size());
   if (fusion && !fusion->groups.empty()) {
     // The kernels first: their debug output (Note [Compiler debug output]) then exists when the
     // schedule fails.
-    p.kernels = std::make_shared<const std::vector<CompiledKernel>>(compile_groups(g, *fusion, label));
+    p.kernels = std::make_shared<const std::vector<CompiledKernel>>(compile_groups(g, *fusion, label, captured));
     p.steps = schedule(g, *fusion);
     for (size_t k = 0; k < fusion->groups.size(); ++k) {
       std::vector<int> ops;  // the kernel's operands (a reduction kernel may read a value twice)

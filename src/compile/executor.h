@@ -49,7 +49,9 @@ struct ExecutionPlan {
 
 // Without `fusion`, every node is a step of its own. `label` names the graph in the kernels' errors
 // and debug output.
-ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion = nullptr, const std::string& label = "graph");
+// `captured`: the graph before the passes, for the debug output (Note [Compiler debug output]).
+ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion = nullptr, const std::string& label = "graph",
+                             const Graph* captured = nullptr);
 
 // Runs `g` with `args` (the flattened tensor arguments) and `params` (bound by position, as at
 // capture); returns the graph's outputs.

@@ -376,6 +376,11 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
 // In-place nodes: input 0 is the tensor written, then the record's own inputs.
 Ts run_in_place(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
   // An absent input 0 is a fresh buffer that this op overwrites whole (Note [Capture provenance]).
+  // The inputs each form reads: {written, src} for copy_, {written, self, other} for the binary ones.
+  const size_t want = op == OpId::copy_ ? 2 : (op == OpId::add_ || op == OpId::sub_ || op == OpId::mul_) ? 3 : 1;
+  TS_CHECK(!in.empty() && in.size() >= want && !out.empty(), ValueError, "compile: the ", op_name(op), " node has ", in.size(),
+           " inputs and ", out.size(), " outputs; it takes the tensor it writes and its record's ", want - 1,
+           " inputs, and returns one");
   Tensor self = in[0].defined() ? in[0]
                                 : empty_strided(out[0].sizes, out[0].strides, TensorOptions(out[0].dtype, out[0].device));
   switch (op) {

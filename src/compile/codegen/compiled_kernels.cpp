@@ -3,7 +3,8 @@
 // Note [Compiler debug output]
 // TESSERA_COMPILE_DEBUG_DIR=<folder> makes every graph the codegen backend plans write, into
 // <folder>/<n>-<label>/ (n counts the graphs of the process):
-//   graph.txt    the graph as captured (ir_text.cpp), after dead-code elimination
+//   captured.txt the graph as captured (ir_text.cpp), after dead-code elimination
+//   graph.txt    the graph after the passes (passes.h, decompose.h): the one the groups are of
 //   fusion.txt   the fusion groups (fusion_text: members, inputs, literals, outputs, bytes saved)
 //   kernels.cpp  the CPU translation unit, and kernel_<k>.cu for each CUDA kernel
 // Each file is plain text a person reads; the sources compile as they are.
@@ -31,10 +32,12 @@ std::string debug_folder(const std::string& label) {
   return dir;
 }
 
-std::vector<CompiledKernel> compile_groups(const Graph& g, const FusionPlan& plan, const std::string& label) {
+std::vector<CompiledKernel> compile_groups(const Graph& g, const FusionPlan& plan, const std::string& label,
+                                           const Graph* captured) {
   std::vector<CompiledKernel> out(plan.groups.size());
   const std::string dbg = debug_folder(label);
   if (!dbg.empty()) {
+    if (captured) write_file_atomic(dbg + "/captured.txt", captured->to_text());
     write_file_atomic(dbg + "/graph.txt", g.to_text());
     write_file_atomic(dbg + "/fusion.txt", fusion_text(g, plan));
   }

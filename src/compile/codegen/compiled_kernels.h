@@ -22,7 +22,8 @@ struct CompiledKernel {
 };
 
 // `label` names the graph in errors and in the debug folder ("forward", "backward").
-std::vector<CompiledKernel> compile_groups(const Graph& g, const FusionPlan& plan, const std::string& label);
+std::vector<CompiledKernel> compile_groups(const Graph& g, const FusionPlan& plan, const std::string& label,
+                                           const Graph* captured = nullptr);
 
 // Runs k on its operands (the group's outputs, then its inputs, as k.spec.operands). Raises, naming
 // the kernel and the operand, when an operand's sizes, strides, dtype or device are not those the

@@ -1,0 +1,118 @@
+// The passes before fusion (passes.h, Note [Passes before fusion]): what common-subexpression
+// elimination merges and what it must keep apart (random draws, buffers written afterwards, the
+// program's distinct outputs), scalar constant folding, and the codegen pipeline's result running as
+// eager does. Goldens are graphs in the IR's text form.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compile/codegen_testing.h"
+#include "compile/graph.h"
+#include "compile/passes.h"
+#include "compile/verify.h"
+#include "tessera/compile.h"
+
+namespace ts = tessera;
+namespace tc = tessera::compiler;
+
+namespace {
+
+std::string after_cse(const std::string& text) {
+  tc::Graph g = tc::parse_graph(text);
+  tc::eliminate_common_subexpressions(g);
+  tc::verify_graph(g);
+  return g.to_text();
+}
+
+TEST(Passes, CommonSubexpressionsAreMergedAndTheirUsersFollow) {
+  const std::string in =
+      "graph\n"
+      "  input %0 : float32[4]{1}+0@cpu arg 0\n"
+      "  input %1 : float32[4]{1}+0@cpu arg 1\n"
+      "  %2 = mul(%0, %1) {} : float32[4]{1}+0@cpu\n"
+      "  %3 = mul(%0, %1) {} : float32[4]{1}+0@cpu\n"
+      "  %4 = exp(%2) {} : float32[4]{1}+0@cpu\n"
+      "  %5 = exp(%3) {} : float32[4]{1}+0@cpu\n"
+      "  %6 = add(%4, %5) {scalars=i1} : float32[4]{1}+0@cpu\n"
+      "  %7 = sub(%4, %5) {scalars=i2} : float32[4]{1}+0@cpu\n"
+      "  %8 = sub(%4, %5) {scalars=i1} : float32[4]{1}+0@cpu\n"
+      "  output %6, %7, %8\n";
+  // The second mul, then the second exp (whose input is now the first mul) go; the two subs differ
+  // in alpha and stay.
+  EXPECT_EQ(after_cse(in),
+            "graph\n"
+            "  input %0 : float32[4]{1}+0@cpu arg 0\n"
+            "  input %1 : float32[4]{1}+0@cpu arg 1\n"
+            "  %2 = mul(%0, %1) {} : float32[4]{1}+0@cpu\n"
+            "  %3 = exp(%2) {} : float32[4]{1}+0@cpu\n"
+            "  %4 = add(%3, %3) {scalars=i1} : float32[4]{1}+0@cpu\n"
+            "  %5 = sub(%3, %3) {scalars=i2} : float32[4]{1}+0@cpu\n"
+            "  %6 = sub(%3, %3) {scalars=i1} : float32[4]{1}+0@cpu\n"
+            "  output %4, %5, %6\n");
+}
+
+TEST(Passes, RandomDrawsWrittenBuffersAndDistinctOutputsStayApart) {
+  const std::string in =
+      "graph\n"
+      "  input %0 : float32[4]{1}+0@cpu arg 0\n"
+      "  %1 = fill_(_) {scalars=f0} : float32[4]{1}+0@cpu\n"
+      "  %2 = fill_(_) {scalars=f0} : float32[4]{1}+0@cpu\n"
+      "  %3 = add_(%1, %1, %0) {scalars=i1} : float32[4]{1}+0@cpu\n"
+      "  %4 = exp(%0) {} : float32[4]{1}+0@cpu\n"
+      "  %5 = exp(%0) {} : float32[4]{1}+0@cpu\n"
+      "  %6 = add(%1, %2) {scalars=i1} : float32[4]{1}+0@cpu\n"
+      "  output %6, %4, %5\n";
+  // %1 is written in place afterwards: %2 is another buffer. %4 and %5 are both returned.
+  EXPECT_EQ(after_cse(in), tc::parse_graph(in).to_text());
+  // Two draws of the same shape are two draws.
+  auto f = ts::compile([](const ts::Tensor& x) { return ts::rand_like(x) + ts::rand_like(x); });
+  f(ts::zeros({8}));
+  tc::Graph g = tc::parse_graph(f.last_graph());
+  const size_t nodes = g.nodes.size();
+  EXPECT_EQ(tc::eliminate_common_subexpressions(g), 0);
+  EXPECT_EQ(g.nodes.size(), nodes);
+}
+
+TEST(Passes, ScalarConstantsAreFoldedByTheirOwnKernels) {
+  tc::Graph g = tc::parse_graph(
+      "graph\n"
+      "  input %0 : float32[4]{1}+0@cpu arg 0\n"
+      "  %1 = fill_(_) {scalars=f2} : float32[]{}+0@cpu\n"
+      "  %2 = fill_(_) {scalars=f3} : float32[]{}+0@cpu\n"
+      "  %3 = mul(%1, %2) {} : float32[]{}+0@cpu\n"
+      "  %4 = sqrt(%3) {} : float32[]{}+0@cpu\n"
+      "  %5 = mul(%0, %4) {} : float32[4]{1}+0@cpu\n"
+      "  output %5\n");
+  EXPECT_EQ(tc::fold_scalar_constants(g), 2);
+  tc::verify_graph(g);
+  // sqrt(6) as float32 computes it: 0x1.3988e2p+1.
+  EXPECT_EQ(g.to_text(),
+            "graph\n"
+            "  input %0 : float32[4]{1}+0@cpu arg 0\n"
+            "  %1 = fill_(_) {scalars=f2.4494898319244385} : float32[]{}+0@cpu\n"
+            "  %2 = mul(%0, %1) {} : float32[4]{1}+0@cpu\n"
+            "  output %2\n");
+}
+
+TEST(Passes, TheJointGraphsRecomputationIsMergedAndTheResultIsEagers) {
+  // The derivative of (x * y).exp() reads exp(x * y) again: the backward recomputes x * y.
+  auto body = [](const ts::Tensor& x, const ts::Tensor& y) { return ((x * y).exp() * (x * y)).sum({1}); };
+  ts::Tensor x = ts::randn({16, 24}).requires_grad_(), y = ts::randn({16, 24}).requires_grad_();
+  ts::Tensor xe = x.detach().requires_grad_(), ye = y.detach().requires_grad_();
+  auto f = ts::compile(body, ts::testing::codegen_options());
+  for (int call = 0; call < 2; ++call) {
+    for (ts::Tensor* t : {&x, &y, &xe, &ye}) t->zero_grad();
+    ts::Tensor got = f(x, y), want = body(xe, ye);
+    EXPECT_TRUE(ts::testing::close(got, want));
+    got.sum().backward();
+    want.sum().backward();
+    EXPECT_TRUE(ts::testing::close(x.grad(), xe.grad()));
+    EXPECT_TRUE(ts::testing::close(y.grad(), ye.grad()));
+  }
+  tc::Graph g = tc::parse_graph(f.last_graph());
+  // The forward returns the sum, then the values its backward reads: both products are saved.
+  EXPECT_EQ(tc::eliminate_common_subexpressions(g), 0) << "saved values returned as distinct outputs";
+  EXPECT_EQ(tc::eliminate_common_subexpressions(g, 1), 1) << "x * y, computed twice in the forward";
+}
+
+}  // namespace
