@@ -11,9 +11,14 @@ alternate graph calls and eager calls inside one process):
                            eager / graph, target 1.0 (the issue asks the executor to be faster than
                            eager dispatch); the row also gives the graph's node count and the overhead
                            per node in microseconds ((graph - eager) / nodes).
-No PyTorch row: torch.compile is not on this machine's PyTorch (the CPU side has Debian's 1.13); the
-GPU machine's run adds torch.compile's first-step time where it is measured.
-usage: run_compile.py [--device cpu|cuda] [--rounds 5] [--build build]
+  call <work> forward (codegen)  the codegen backend's generated kernels, forward without autograd,
+                           against eager; with --torch, the same work in PyTorch eager and under
+                           torch.compile (bench/torch/compile_ops.py), in alternating processes
+                           (tessera, PyTorch, three times): torch_eager, torch_compile and
+                           ratio_vs_torch = the faster PyTorch median / tessera's, verdict_vs_torch
+                           from the spreads (parity where they overlap 1.0).
+Without --torch there is no PyTorch figure (the CPU side has Debian's 1.13, without Inductor).
+usage: run_compile.py [--device cpu|cuda] [--rounds 5] [--build build] [--torch]
 """
 import argparse
 import datetime
@@ -45,10 +50,33 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--torch", action="store_true", help="the codegen rows against PyTorch, alternating")
     args = ap.parse_args()
     exe = os.path.join(args.build, "bench", "bench_compile")
     header, rows = run([exe, "--device", args.device, "--rounds", str(args.rounds)], "bench_compile", 3600,
                        announce=True)
+    torch_rows, torch_version = {}, None
+    if args.torch:
+        # Alternating processes: tessera's codegen rows, then PyTorch's, three times; samples pooled.
+        for name in [n for n in rows if n.endswith("(codegen)")]:
+            rows[name]["samples"], rows[name]["eager_samples"] = [], []
+        script = os.path.join(ROOT, "bench", "torch", "compile_ops.py")
+        for _ in range(3):
+            _, t = run([exe, "--device", args.device, "--rounds", str(args.rounds), "--only-codegen"], "bench_compile",
+                       1800, announce=True)
+            for name, r in t.items():
+                if name in rows:
+                    rows[name]["samples"] += r["samples"]
+                    rows[name]["eager_samples"] += r["eager_samples"]
+            th, p = run([sys.executable, script, "--device", args.device, "--rounds", str(args.rounds)],
+                        "compile_ops.py", 1800, announce=True)
+            torch_version = th.get("torch", torch_version)
+            for name, r in p.items():
+                acc = torch_rows.setdefault(name, {"eager": [], "compile": [], "compile_s": []})
+                acc["eager"] += r.get("eager_samples") or []
+                acc["compile"] += r.get("compile_samples") or []
+                if r.get("compile_s") is not None:
+                    acc["compile_s"].append(r["compile_s"])
     if not rows:
         print("bench_compile produced no rows", file=sys.stderr)
         return 2
@@ -61,6 +89,18 @@ def main():
                "reference_min": min(e), "reference_max": max(e), "ratio": emed / med,
                "nodes": r.get("nodes"), "kernels": r.get("kernels"), "fused_nodes": r.get("fused_nodes"), "samples": s, "reference_samples": e,
                "torch_eager": None, "torch_compile": None, "libtorch": None, "peak_mem_gib": None}
+        if name in torch_rows:
+            t = torch_rows[name]
+            row["torch_eager"] = statistics.median(t["eager"]) if t["eager"] else None
+            row["torch_compile"] = statistics.median(t["compile"]) if t["compile"] else None
+            row["torch_eager_samples"], row["torch_compile_samples"] = t["eager"], t["compile"]
+            row["torch_compile_first_call_s"] = t["compile_s"]
+            best = min([v for v in (row["torch_eager"], row["torch_compile"]) if v is not None], default=None)
+            if best is not None:
+                row["ratio_vs_torch"] = best / med
+                pool = t["compile"] if best == row["torch_compile"] else t["eager"]
+                lo, hi = min(pool) / max(s), max(pool) / min(s)
+                row["verdict_vs_torch"] = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
         if name.startswith("call"):
             row["target"] = 1.0
             row["meets"] = row["ratio"] >= 1.0
@@ -75,7 +115,7 @@ def main():
         out_rows.append(row)
     gpu, driver = gpu_info() if args.device.startswith("cuda") else (None, None)
     result = {"suite": f"compile-{args.device.split(':')[0]}", "device": gpu or "cpu", "cpu": cpu_name(),
-              "driver": driver, "torch": None, "commit": commit_id(ROOT),
+              "driver": driver, "torch": torch_version, "commit": commit_id(ROOT),
               "date": datetime.date.today().isoformat(), "rounds": args.rounds, "rows": out_rows}
     path = os.path.join(ROOT, "bench", "results", f"{result['suite']}.json")
     with open(path, "w") as f:
@@ -83,8 +123,10 @@ def main():
         f.write("\n")
     for row in out_rows:
         extra = f" ({row['verdict']}, {row.get('overhead_us_per_node', 0):+.2f} us/node)" if "verdict" in row else ""
+        vs = (f"  torch eager {row['torch_eager']} compile {row['torch_compile']} "
+              f"ratio {row.get('ratio_vs_torch', 0):.3f} ({row.get('verdict_vs_torch')})") if row.get("torch_eager") else ""
         print(f"{row['work']:28s} {row['tessera']:10.3f} ms  eager {row['reference_value']:10.3f} ms  "
-              f"ratio {row['ratio']:.3f}{extra}")
+              f"ratio {row['ratio']:.3f}{extra}{vs}")
     print(f"wrote {path}")
     return 0
 

@@ -11,7 +11,9 @@
 // batch of 8 with cross_entropy. Gradients accumulate into the parameters' .grad (no optimizer).
 //
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
-// "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64]
+// "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen]
+// Codegen rows (backend "codegen", forward without autograd, against eager): a 12-op pointwise chain,
+// softmax, residual add + layer norm, RMS norm; bench/torch/compile_ops.py is their PyTorch side.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -132,20 +134,8 @@ void bench_forward(const char* name, C& compiled_fn, const std::function<ts::Ten
   std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  ts::Device dev = ts::kCPU;
-  int rounds = 5;
-  int64_t gpt_seq = 64;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = ts::Device(argv[++i]);
-    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
-  }
-  std::printf("{\"device\": \"%s\", \"rounds\": %d}\n", dev.str().c_str(), rounds);
-  ts::manual_seed(0);
-
+// The models: capture time and per-call cost of the eager backend.
+void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
   {  // GPT-2 124M
     ts::models::GPT2Config cfg;
     cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0;
@@ -179,6 +169,43 @@ int main(int argc, char** argv) {
     auto f = ts::compile([&] { return program(); });
     bench_call("call mlp-64 loss+backward", f, program, dev, rounds, 2000);
   }
+}
+
+// A normalization over rows of `cols` (memory-bound: one read and one write of rows x cols floats with
+// codegen; eager reads and writes each intermediate), forward without autograd.
+void bench_rows(const char* what, int64_t rows, int64_t cols, ts::Device dev, int rounds,
+                const std::function<ts::Tensor(const ts::Tensor&, const ts::Tensor&, const ts::Tensor&)>& body) {
+  ts::Tensor x = ts::randn({rows, cols}, ts::TensorOptions(ts::kFloat32, dev));
+  ts::Tensor r = ts::randn({rows, cols}, ts::TensorOptions(ts::kFloat32, dev));
+  ts::Tensor w = ts::randn({cols}, ts::TensorOptions(ts::kFloat32, dev));
+  auto program = [&] { return body(x, r, w); };
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  auto f = ts::compile([&] { return program(); }, o);
+  const std::string name = std::string("call ") + what + " " + std::to_string(rows) + "x" + std::to_string(cols) +
+                           " forward (codegen)";
+  bench_forward(name.c_str(), f, program, dev, rounds, dev.is_cuda() ? 50 : 3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ts::Device dev = ts::kCPU;
+  int rounds = 5;
+  int64_t gpt_seq = 64;
+  bool only_codegen = false;  // the codegen rows only (the PyTorch comparison alternates with them)
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = ts::Device(argv[++i]);
+    else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--only-codegen")) only_codegen = true;
+  }
+  std::printf("{\"device\": \"%s\", \"rounds\": %d}\n", dev.str().c_str(), rounds);
+  ts::manual_seed(0);
+
+  if (!only_codegen) {
+    bench_models(dev, rounds, gpt_seq);
+  }
   {  // a chain of 12 pointwise ops over 16M floats with a broadcast: memory-bound, one kernel with codegen
     const int64_t rows = dev.is_cuda() ? 4096 : 1024;
     ts::Tensor x = ts::randn({rows, 4096}, ts::TensorOptions(ts::kFloat32, dev));
@@ -194,5 +221,14 @@ int main(int argc, char** argv) {
     const std::string name = "call pointwise-chain " + std::to_string(rows * 4096 >> 20) + "M forward (codegen)";
     bench_forward(name.c_str(), f, program, dev, rounds, dev.is_cuda() ? 50 : 3);
   }
+  // The normalizations (Note [Decompositions]): bench/torch/compile_ops.py runs the same work.
+  const int64_t rows = dev.is_cuda() ? 16384 : 2048;
+  bench_rows("softmax", rows, 1024, dev, rounds,
+             [](const ts::Tensor& x, const ts::Tensor&, const ts::Tensor&) { return ts::softmax(x * 0.125, -1); });
+  bench_rows("add+layernorm", rows, 768, dev, rounds, [](const ts::Tensor& x, const ts::Tensor& r, const ts::Tensor& w) {
+    return F::layer_norm(x + r, {768}, w, w, 1e-5);
+  });
+  bench_rows("rmsnorm", rows, 4096, dev, rounds,
+             [](const ts::Tensor& x, const ts::Tensor&, const ts::Tensor& w) { return F::rms_norm(x, {4096}, w, 1e-6); });
   return 0;
 }
