@@ -72,6 +72,30 @@ std::optional<Decomposition> decomposition(const Graph& g, const Node& n) {
         return std::vector<Tensor>{y.to(out), mean, rstd};
       };
     }
+    case OpId::native_layer_norm_backward: {
+      // inputs (grad, x, mean, rstd, weight?, bias?); outputs the defined of (dx, dweight, dbias), by
+      // the mask in ints.
+      const NormAttrs& a = n.attrs.as<NormAttrs>();
+      if (n.attrs.ints.size() != 3 || n.inputs.size() != 6) return std::nullopt;
+      const size_t k = a.normalized_shape.size();
+      const bool has_w = n.inputs[4] >= 0;
+      const std::vector<int64_t> mask = n.attrs.ints;
+      std::vector<DType> dtypes;
+      for (int v : n.outputs) dtypes.push_back(g.values[v].meta.dtype);
+      return [k, has_w, mask, dtypes](const std::vector<Tensor>& in) {
+        const Tensor gf = compute(in[0]), x = compute(in[1]), mean = in[2], rstd = in[3];
+        const std::vector<int64_t> dims = trailing(k, x.dim()), batch = trailing(x.dim() - k, x.dim() - k);
+        const Tensor xhat = (x - mean) * rstd;
+        const Tensor gw = has_w ? gf * compute(in[4]) : gf;
+        std::vector<Tensor> out;
+        if (mask[0]) out.push_back(((gw - gw.mean(dims, true)) - xhat * (gw * xhat).mean(dims, true)) * rstd);
+        // sum over no dims would be over all of them (ReduceAttrs): without batch dims there is nothing to add.
+        if (mask[1]) out.push_back(batch.empty() ? gf * xhat : (gf * xhat).sum(batch));
+        if (mask[2]) out.push_back(batch.empty() ? gf : gf.sum(batch));
+        for (size_t j = 0; j < out.size(); ++j) out[j] = out[j].to(dtypes.at(j));
+        return out;
+      };
+    }
     case OpId::native_rms_norm: {
       const NormAttrs& a = n.attrs.as<NormAttrs>();
       const size_t k = a.normalized_shape.size();
@@ -97,12 +121,14 @@ bool same_layout(const TensorMeta& a, const TensorMeta& b) {
   return true;
 }
 
-// Appends the decomposition of node n (of g) to h, its inputs read through `map`; false (and h as it
-// was) where the rewrite is not kept.
-bool splice(const Graph& g, const Node& n, const Decomposition& fn, Graph& h, std::vector<int>& map) {
+// Appends `fn` captured over the values `inputs` of g (absent ones skipped) to h, the inputs read
+// through `map`, its outputs standing for the values `targets` of g; false (and h as it was) where
+// the rewrite is not kept. `fusible`: every captured node must be one code generation computes.
+bool splice(const Graph& g, const std::vector<int>& inputs, const std::vector<int>& targets, const Decomposition& fn,
+            bool fusible_only, Graph& h, std::vector<int>& map) {
   std::vector<int> present;
   std::vector<Tensor> args;
-  for (int v : n.inputs)
+  for (int v : inputs)
     if (v >= 0) {
       present.push_back(map[v]);
       args.push_back(meta_tensor(g.values[v].meta));
@@ -113,8 +139,8 @@ bool splice(const Graph& g, const Node& n, const Decomposition& fn, Graph& h, st
   } catch (const Error&) {
     return false;
   }
-  if (!r.complete || r.graph.outputs.size() != n.outputs.size()) return false;
-  const Device device = g.values[n.outputs[0]].meta.device;
+  if (!r.complete || r.graph.outputs.size() != targets.size()) return false;
+  const Device device = g.values[targets[0]].meta.device;
   const size_t nodes0 = h.nodes.size(), values0 = h.values.size();
   std::vector<int> sub(r.graph.values.size(), -1);
   for (const GraphInput& in : r.graph.inputs) {
@@ -138,29 +164,79 @@ bool splice(const Graph& g, const Node& n, const Decomposition& fn, Graph& h, st
     h.nodes.push_back(std::move(c));
     fusible = fusible && (is_fusible(h, h.nodes.back()) || scalar_literal(h, h.nodes.back().outputs[0]));
   }
-  bool ok = fusible;
-  for (size_t k = 0; ok && k < n.outputs.size(); ++k) {
+  bool ok = fusible || !fusible_only;
+  for (size_t k = 0; ok && k < targets.size(); ++k) {
     const int v = sub[r.graph.outputs[k]];
-    ok = v >= static_cast<int>(values0) && same_layout(h.values[v].meta, g.values[n.outputs[k]].meta);
+    ok = v >= static_cast<int>(values0) && same_layout(h.values[v].meta, g.values[targets[k]].meta);
   }
   if (!ok) {
     h.nodes.resize(nodes0);
     h.values.resize(values0);
     return false;
   }
-  for (size_t k = 0; k < n.outputs.size(); ++k) {
+  for (size_t k = 0; k < targets.size(); ++k) {
     const int v = sub[r.graph.outputs[k]];
-    h.values[v].meta.requires_grad = g.values[n.outputs[k]].meta.requires_grad;
-    map[n.outputs[k]] = v;
+    h.values[v].meta.requires_grad = g.values[targets[k]].meta.requires_grad;
+    map[targets[k]] = v;
   }
   return true;
+}
+
+// Note [Conv and batch norm folding]: in inference, batch norm after a convolution is an affine map
+// per output channel with constants of the call (running statistics, weight, bias), so it folds into
+// the convolution: w' = w * s, b' = (b - mean) * s + beta with s = gamma / sqrt(var + eps), computed
+// at each call from the graph's inputs (a few thousand elements: the parameters may change between
+// calls; the activations, read and written once less, dominate). The pair folds when the
+// convolution's output is read by the batch norm only, in eval mode, and nothing reads the batch
+// norm's (empty) saved statistics. The result differs from eager by the rounding of w * s.
+struct ConvBn {
+  const Node* bn = nullptr;
+  size_t bn_index = 0;
+};
+std::optional<ConvBn> conv_bn_pair(const Graph& g, size_t i, const std::vector<std::vector<int>>& users,
+                                   const std::vector<char>& is_output) {
+  const Node& conv = g.nodes[i];
+  if (conv.op != OpId::conv2d || conv.outputs.size() != 1 || is_output[conv.outputs[0]]) return std::nullopt;
+  const std::vector<int>& u = users[conv.outputs[0]];
+  if (u.size() != 1) return std::nullopt;
+  const Node& bn = g.nodes[u[0]];
+  if (bn.op != OpId::native_batch_norm || bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0]) return std::nullopt;
+  const BatchNormAttrs* a = std::get_if<BatchNormAttrs>(&bn.attrs.typed);
+  if (!a || a->training || bn.inputs[3] < 0 || bn.inputs[4] < 0) return std::nullopt;
+  for (size_t k = 1; k < bn.outputs.size(); ++k)
+    if (!users[bn.outputs[k]].empty() || is_output[bn.outputs[k]]) return std::nullopt;
+  const DType d = g.values[conv.outputs[0]].meta.dtype;
+  if (d != kFloat32 && d != kFloat64) return std::nullopt;  // 16-bit weights would round w * s coarsely
+  return ConvBn{&bn, static_cast<size_t>(u[0])};
+}
+
+Decomposition fold_conv_bn(const Node& conv, const Node& bn) {
+  const ConvAttrs c = conv.attrs.as<ConvAttrs>();
+  const double eps = bn.attrs.as<BatchNormAttrs>().eps;
+  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+  const bool has_gamma = bn.inputs[1] >= 0, has_beta = bn.inputs[2] >= 0;
+  return [c, eps, has_bias, has_gamma, has_beta](const std::vector<Tensor>& in) {
+    size_t k = 0;
+    const Tensor x = in[k++], w = in[k++];
+    const Tensor b = has_bias ? in[k++] : Tensor();
+    const Tensor gamma = has_gamma ? in[k++] : Tensor();
+    const Tensor beta = has_beta ? in[k++] : Tensor();
+    const Tensor mean = in[k++], var = in[k++];
+    Tensor s = (var + eps).rsqrt();
+    if (has_gamma) s = s * gamma;
+    Tensor bias = ((has_bias ? b - mean : mean.neg()) * s);
+    if (has_beta) bias = bias + beta;
+    const Tensor wf = w * s.view({-1, 1, 1, 1});
+    return std::vector<Tensor>{conv2d(x, wf, bias, {c.stride.h, c.stride.w}, {c.padding.h, c.padding.w},
+                                      {c.dilation.h, c.dilation.w}, c.groups)};
+  };
 }
 
 }  // namespace
 
 int decompose_for_fusion(Graph& g) {
   bool any = false;
-  for (const Node& n : g.nodes) any = any || decomposition(g, n).has_value();
+  for (const Node& n : g.nodes) any = any || decomposition(g, n).has_value() || n.op == OpId::conv2d;
   if (!any) return 0;
   Graph h;
   std::vector<int> map(g.values.size(), -1);
@@ -170,9 +246,27 @@ int decompose_for_fusion(Graph& g) {
     map[in.value] = c.value;
     h.inputs.push_back(std::move(c));
   }
+  std::vector<std::vector<int>> users(g.values.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0) users[v].push_back(static_cast<int>(i));
+  std::vector<char> is_output(g.values.size(), 0), folded(g.nodes.size(), 0);
+  for (int v : g.outputs) is_output[v] = 1;
   int rewritten = 0;
-  for (const Node& n : g.nodes) {
-    if (std::optional<Decomposition> fn = decomposition(g, n); fn && splice(g, n, *fn, h, map)) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (folded[i]) continue;  // a batch norm folded into its convolution
+    if (std::optional<ConvBn> p = conv_bn_pair(g, i, users, is_output)) {
+      std::vector<int> ins = n.inputs;
+      ins.resize(3, -1);
+      ins.insert(ins.end(), p->bn->inputs.begin() + 1, p->bn->inputs.end());
+      if (splice(g, ins, {p->bn->outputs[0]}, fold_conv_bn(n, *p->bn), /*fusible_only=*/false, h, map)) {
+        folded[p->bn_index] = 1;
+        ++rewritten;
+        continue;
+      }
+    }
+    if (std::optional<Decomposition> fn = decomposition(g, n); fn && splice(g, n.inputs, n.outputs, *fn, true, h, map)) {
       ++rewritten;
       continue;
     }

@@ -4,7 +4,8 @@
 // Softmax, log-softmax, layer norm and RMS norm (forward, and layer norm's backward) are each one
 // node with a tuned eager kernel. Written out as reductions and pointwise ops, they fuse with what
 // surrounds them (a residual add before a layer norm, a scale before a softmax) by the same rules as
-// any chain, instead of by patterns that know their names.
+// any chain, instead of by patterns that know their names. In inference, a batch norm after a
+// convolution folds into the convolution's weight and bias (Note [Conv and batch norm folding]).
 #pragma once
 #include "compile/graph.h"
 

@@ -227,7 +227,13 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
       if (fusible[p] && joinable(p, c)) edges.push_back({2 * g.values[v].meta.span_bytes(), p, c});
     }
   }
-  std::stable_sort(edges.begin(), edges.end(), [](const Edge& x, const Edge& y) { return x.bytes > y.bytes; });
+  // Among equal savings, an edge into a reduction first: a producer that could join the group of
+  // another space it feeds, or the reduction reading it, keeps the reduction's input in registers
+  // (layer norm's backward: g * xhat joins the sum over the batch, not the rows' group).
+  std::stable_sort(edges.begin(), edges.end(), [&](const Edge& x, const Edge& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    return space[x.consumer].reduce && !space[y.consumer].reduce;
+  });
   for (const Edge& e : edges) try_merge(e.producer, e.consumer);
 
   // Horizontal: groups reading one input (each non-literal value read by several fusible nodes).
@@ -237,9 +243,11 @@ FusionPlan plan_fusion(const Graph& g, const FusionOptions& opt) {
       if (fusible[i])
         for (int v : g.nodes[i].inputs)
           if (v >= 0 && !scalar_literal(g, v) && (readers[v].empty() || readers[v].back() != i)) readers[v].push_back(i);
+    // Each reader joins the first earlier reader it can (readers of other spaces skip each other).
     for (size_t v = 0; v < readers.size(); ++v)
       for (size_t k = 1; k < readers[v].size(); ++k)
-        if (joinable(readers[v][0], readers[v][k])) try_merge(readers[v][0], readers[v][k]);
+        for (size_t j = 0; j < k; ++j)
+          if (joinable(readers[v][j], readers[v][k]) && try_merge(readers[v][j], readers[v][k])) break;
   }
 
   // The groups of two or more nodes, in the order of their first node.

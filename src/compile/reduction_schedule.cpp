@@ -13,7 +13,9 @@
 //     whose rows are few and long (fewer than kMinRows rows of more than kMaxInnerForFewRows
 //     elements: a whole-tensor sum, batch-norm statistics of a small channel count at a large
 //     resolution) would leave the machine idle in one row, so it stays an eager call, whose kernels
-//     split a row over the whole device. So does a reduction of one-element rows (a copy).
+//     split a row over the whole device. So does a reduction of one-element rows (a copy), and on CUDA
+//     a reduction that does not reduce the input's innermost dim (a column sum: a warp walking a
+//     column reads one element per cache line; the eager kernels read it in tiles).
 //   - Accumulation is in float for float32 and the 16-bit floats, double for float64, rounded to the
 //     output's dtype at the end, as the eager kernels do; the order of the additions differs (lanes,
 //     then a tree), within the dtype's tolerance. amax and amin propagate nan.
@@ -62,6 +64,14 @@ bool fusible_reduction(const Graph& g, const Node& n, Shape* full_out, std::vect
     if (mask[d]) inner *= full[d];
   const int64_t rows = in.numel() / inner;
   if (inner < 2 || (rows < kMinRows && inner > kMaxInnerForFewRows)) return false;
+  if (in.device.is_cuda()) {
+    // The threads of a row walk its elements: they read memory in order only where the reduced dims
+    // hold the input's innermost one (a column sum would read one element per cache line).
+    int64_t smallest = -1, at = -1;
+    for (size_t d = 0; d < full.size(); ++d)
+      if (full[d] > 1 && (smallest < 0 || in.strides[d] < smallest)) smallest = in.strides[d], at = static_cast<int64_t>(d);
+    if (at >= 0 && !mask[at]) return false;
+  }
   if (out.sizes != row_sizes(full, mask, ra->keepdim)) return false;
   if (full_out) *full_out = full;
   if (mask_out) *mask_out = std::move(mask);

@@ -5,6 +5,7 @@
 // nan, and gradients; the CUDA twin of each kernel compiled by NVRTC for sm_90.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "compile/decompose.h"
 #include "compile/fusion.h"
 #include "compile/graph.h"
+#include "compile/passes.h"
 #include "compile/verify.h"
 #include "tessera/models.h"
 
@@ -80,6 +82,26 @@ TEST(ReductionFusion, LogSoftmaxAndRmsNormComeOutOfTheSameRules) {
             "rsqrt %12, mul %13, mul %14 <- %0 %1 %10=1e-06 -> %7 %14 (saves 1856 B)\n");
 }
 
+TEST(ReductionFusion, LayerNormsBackwardIsTwoGroupsOneOverTheRowsOneOverTheBatch) {
+  // dx reduces each row (the means of g w and of g w xhat); dweight and dbias reduce the batch dims
+  // and fuse horizontally (both read g).
+  auto body = [](const ts::Tensor& x, const ts::Tensor& w, const ts::Tensor& b) {
+    return ts::nn::functional::layer_norm(x, {8}, w, b, 1e-5);
+  };
+  ts::Tensor x = ts::randn({4, 8}).requires_grad_(), w = ts::randn({8}).requires_grad_(), b = ts::randn({8}).requires_grad_();
+  auto f = ts::compile(body);
+  f(x, w, b).sum().backward();
+  tc::Graph g = tc::parse_graph(f.last_backward_graph());
+  tc::run_codegen_passes(g);
+  EXPECT_EQ(g.to_text().find("native_layer_norm_backward"), std::string::npos) << g.to_text();
+  const std::vector<std::string> lines = group_lines(tc::fusion_text(g, tc::plan_fusion(g)));
+  ASSERT_EQ(lines.size(), 2u) << g.to_text() << tc::fusion_text(g, tc::plan_fusion(g));
+  EXPECT_NE(lines[0].find("[4,8] reducing 1 cpu:"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("mean"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("[4,8] reducing 0 cpu:"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("sum"), lines[1].rfind("sum")) << "dweight and dbias in one kernel: " << lines[1];
+}
+
 TEST(ReductionFusion, ReductionsOfOtherDimsOrFewLongRowsStayApart) {
   // x.sum(0) and x.sum(1) reduce different dims: two kernels. The whole-tensor sum of 512 x 512
   // elements is one row of 262144: the eager kernel, which splits it over the threads, keeps it; its
@@ -133,16 +155,25 @@ TEST(ReductionFusion, TheGpt2MlpAndBlock) {
 }
 
 TEST(ReductionFusion, AResnetBottleneckInEvalMode) {
-  // Inference: convolutions and batch norms stay library calls, and the ReLUs and the residual add
-  // write their inputs in place (Note [In-place activations] in resnet.cpp), which no group spans:
-  // the bottleneck has no fusion group yet (conv + batch-norm folding and functionalizing the
-  // in-place ReLUs would give it some).
+  // Inference: each batch norm folds into the convolution before it (Note [Conv and batch norm
+  // folding]); what is left to fuse is the folding itself, per convolution: the scale and the bias
+  // over the output channels (the weight's w * s is another space and stays an eager multiply). The
+  // ReLUs and the residual add write their inputs in place (Note [In-place activations] in
+  // resnet.cpp), which no group spans.
   ts::models::ResNet net = ts::models::resnet50(10);
   net.eval();
+  ts::NoGradGuard no_grad;
   ts::Tensor x = ts::randn({1, 64, 8, 8});
   auto& first = net.layer1[0];
   const Planned p = plan_of([&](const ts::Tensor& t) { return first.forward(t); }, x);
-  EXPECT_EQ(p.groups, "") << p.graph.to_text();
+  const std::string text = p.graph.to_text();
+  EXPECT_EQ(text.find("native_batch_norm"), std::string::npos) << text;
+  const std::vector<std::string> lines = group_lines(p.groups);
+  ASSERT_EQ(lines.size(), 4u) << p.groups;  // three convolutions and the downsample's
+  for (const std::string& l : lines) EXPECT_NE(l.find("rsqrt"), std::string::npos) << l;
+  auto f = ts::compile([&](const ts::Tensor& t) { return first.forward(t); }, ts::testing::codegen_options());
+  f(x);
+  EXPECT_TRUE(close(f(x), first.forward(x)));
 }
 
 TEST(ReductionKernels, NormalizationsEqualEagerForEveryDtype) {
