@@ -171,6 +171,25 @@ void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
   }
 }
 
+// Launches per call (CompileStats::launches): ResNet-50's forward in inference, as eager runs its
+// nodes and as the codegen backend runs the graph (the seed's 120 against 70 for torch.compile).
+void count_launches(ts::Device dev) {
+  ts::models::ResNet model = ts::models::resnet50(1000);
+  model.to(dev);
+  model.eval();
+  ts::NoGradGuard no_grad;
+  ts::Tensor x = ts::randn({1, 3, 224, 224}, ts::TensorOptions(ts::kFloat32, dev));
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  auto f = ts::compile(model, o);
+  f(x);
+  const ts::CompileStats s = f.stats();
+  std::printf("{\"name\": \"launches resnet50 inference forward (codegen)\", \"unit\": \"launches\", \"samples\": [%d], "
+              "\"eager_samples\": [%d], \"kernels\": %d, \"fused_nodes\": %d}\n",
+              s.launches, s.eager_launches, s.kernels, s.fused_nodes);
+  std::fflush(stdout);
+}
+
 // A normalization over rows of `cols` (memory-bound: one read and one write of rows x cols floats with
 // codegen; eager reads and writes each intermediate), forward without autograd.
 void bench_rows(const char* what, int64_t rows, int64_t cols, ts::Device dev, int rounds,
@@ -221,6 +240,7 @@ int main(int argc, char** argv) {
     const std::string name = "call pointwise-chain " + std::to_string(rows * 4096 >> 20) + "M forward (codegen)";
     bench_forward(name.c_str(), f, program, dev, rounds, dev.is_cuda() ? 50 : 3);
   }
+  count_launches(dev);
   // The normalizations (Note [Decompositions]): bench/torch/compile_ops.py runs the same work.
   const int64_t rows = dev.is_cuda() ? 16384 : 2048;
   bench_rows("softmax", rows, 1024, dev, rounds,

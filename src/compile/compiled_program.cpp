@@ -185,6 +185,8 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
         v.backward_note = r.backward_stop_reason;
         if (!v.backward_note.empty()) s.stats.no_backward_reasons.push_back(v.backward_note);
       }
+      s.stats.eager_launches = v.plan.launches + (v.backward ? v.backward->plan.launches : 0);
+      s.stats.launches = s.stats.eager_launches;
     } catch (const Error& e) {
       r.complete = false;
       r.stop_reason = std::string("the captured graph failed verification: ") + e.what();
@@ -208,6 +210,7 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
       s.stats.fused_nodes += b->plan.fused_nodes;
       v.backward = std::move(b);
     }
+    s.stats.launches = v.fused->launches + (v.backward ? v.backward->plan.launches : 0);
   }
   if (!r.complete) {
     if (s.options.fullgraph)

@@ -162,7 +162,9 @@ bool splice(const Graph& g, const std::vector<int>& inputs, const std::vector<in
       c.outputs.push_back(sub[s.outputs[k]]);
     }
     h.nodes.push_back(std::move(c));
-    fusible = fusible && (is_fusible(h, h.nodes.back()) || scalar_literal(h, h.nodes.back().outputs[0]));
+    // Views are metadata (a kernel reads through their strides); scalar literals are inside kernels.
+    fusible = fusible && (is_fusible(h, h.nodes.back()) || scalar_literal(h, h.nodes.back().outputs[0]) ||
+                          op_info(h.nodes.back().op).kind == OpKind::View);
   }
   bool ok = fusible || !fusible_only;
   for (size_t k = 0; ok && k < targets.size(); ++k) {
@@ -205,9 +207,50 @@ std::optional<ConvBn> conv_bn_pair(const Graph& g, size_t i, const std::vector<s
   if (!a || a->training || bn.inputs[3] < 0 || bn.inputs[4] < 0) return std::nullopt;
   for (size_t k = 1; k < bn.outputs.size(); ++k)
     if (!users[bn.outputs[k]].empty() || is_output[bn.outputs[k]]) return std::nullopt;
+  // A batch norm that a fusible op reads (a ReLU, a residual add) is better decomposed: it then runs
+  // inside that op's kernel, with no launch of its own, where folding would add two (the scale and
+  // bias, and w * s) and leave the ReLU alone.
+  for (int u2 : users[bn.outputs[0]])
+    if (is_fusible(g, g.nodes[u2])) return std::nullopt;
   const DType d = g.values[conv.outputs[0]].meta.dtype;
   if (d != kFloat32 && d != kFloat64) return std::nullopt;  // 16-bit weights would round w * s coarsely
   return ConvBn{&bn, static_cast<size_t>(u[0])};
+}
+
+// Batch norm in eval mode, a pointwise affine map per channel (dim 1): the running statistics, weight
+// and bias are viewed as [1, C, 1, ...] and expanded to x's sizes, so that every node is over x's
+// space and the whole map is one group with what reads it (the scale is recomputed per element: the
+// kernel is memory-bound). Only where the saved statistics (empty in eval) are unused.
+bool batch_norm_eval(const Graph& g, const Node& n, const std::vector<std::vector<int>>& users,
+                     const std::vector<char>& is_output) {
+  if (n.op != OpId::native_batch_norm || n.inputs.size() != 5 || n.inputs[3] < 0 || n.inputs[4] < 0) return false;
+  const BatchNormAttrs* a = std::get_if<BatchNormAttrs>(&n.attrs.typed);
+  if (!a || a->training || g.values[n.inputs[0]].meta.sizes.size() < 2) return false;
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (!users[n.outputs[k]].empty() || is_output[n.outputs[k]]) return false;
+  return true;
+}
+
+Decomposition batch_norm_eval_fn(const Graph& g, const Node& n) {
+  const double eps = n.attrs.as<BatchNormAttrs>().eps;
+  const bool has_w = n.inputs[1] >= 0, has_b = n.inputs[2] >= 0;
+  const DType out = g.values[n.outputs[0]].meta.dtype;
+  return [eps, has_w, has_b, out](const std::vector<Tensor>& in) {
+    const Tensor x = compute(in[0]);
+    auto channel = [&](const Tensor& t) {
+      std::vector<int64_t> s(static_cast<size_t>(x.dim()), 1);
+      s[1] = x.size(1);
+      return compute(t).view(s).expand(x.sizes());
+    };
+    size_t k = 1;
+    const Tensor w = has_w ? in[k++] : Tensor();
+    const Tensor b = has_b ? in[k++] : Tensor();
+    const Tensor mean = in[k++], var = in[k++];
+    Tensor y = (x - channel(mean)) * (channel(var) + eps).rsqrt();
+    if (has_w) y = y * channel(w);
+    if (has_b) y = y + channel(b);
+    return std::vector<Tensor>{y.to(out)};
+  };
 }
 
 Decomposition fold_conv_bn(const Node& conv, const Node& bn) {
@@ -236,7 +279,8 @@ Decomposition fold_conv_bn(const Node& conv, const Node& bn) {
 
 int decompose_for_fusion(Graph& g) {
   bool any = false;
-  for (const Node& n : g.nodes) any = any || decomposition(g, n).has_value() || n.op == OpId::conv2d;
+  for (const Node& n : g.nodes)
+    any = any || decomposition(g, n).has_value() || n.op == OpId::conv2d || n.op == OpId::native_batch_norm;
   if (!any) return 0;
   Graph h;
   std::vector<int> map(g.values.size(), -1);
@@ -265,6 +309,11 @@ int decompose_for_fusion(Graph& g) {
         ++rewritten;
         continue;
       }
+    }
+    if (batch_norm_eval(g, n, users, is_output) &&
+        splice(g, n.inputs, {n.outputs[0]}, batch_norm_eval_fn(g, n), /*fusible_only=*/true, h, map)) {
+      ++rewritten;
+      continue;
     }
     if (std::optional<Decomposition> fn = decomposition(g, n); fn && splice(g, n.inputs, n.outputs, *fn, true, h, map)) {
       ++rewritten;

@@ -94,6 +94,16 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
   } else {
     for (int i = 0; i < nodes; ++i) p.steps.push_back({i, -1});
   }
+  for (const Step& s : p.steps) {
+    if (s.node < 0) {
+      ++p.launches;
+      continue;
+    }
+    const Node& n = g.nodes[s.node];
+    const TensorMeta& out = g.values[n.outputs[0]].meta;
+    const bool scalar_fill = n.op == OpId::fill_ && out.sizes.empty() && out.device == kCPU;
+    if (op_info(n.op).kind != OpKind::View && !scalar_fill) ++p.launches;
+  }
   const int end = static_cast<int>(p.steps.size());
   // What each step writes.
   std::vector<std::vector<int>> step_outputs(end);

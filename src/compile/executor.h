@@ -44,6 +44,9 @@ struct ExecutionPlan {
   std::shared_ptr<const std::vector<CompiledKernel>> kernels;  // per group, with fusion
   std::vector<std::vector<int>> kernel_operands;       // per group: its outputs, then its inputs
   int fused_nodes = 0;                                 // nodes that run inside kernels
+  // Steps that launch work on the device: generated kernels and ops, not views (metadata only) nor
+  // the fills of 0-dim CPU scalars (a Scalar operand's buffer). Per call of the graph.
+  int launches = 0;
   MemoryPlan memory;
 };
 

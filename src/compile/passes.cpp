@@ -99,6 +99,59 @@ int eliminate_common_subexpressions(Graph& g, int distinct_outputs) {
   return merged;
 }
 
+// Note [Private writes]: ResNet's blocks write their ReLUs and the residual add in place (Note
+// [In-place activations] in resnet.cpp), which saves memory in eager mode; in a graph an in-place
+// node has a side effect, which no fusion group spans. Where the written value is private to the
+// graph (made by a functional node, aliased by no view, read by nobody after the write and not
+// returned), the write and a functional op into a fresh buffer cannot be told apart, and the node
+// becomes the functional op: the buffer planner of the executor reuses memory as eager did.
+int functionalize_private_writes(Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> last_reader(g.values.size(), -1);
+  std::vector<char> viewed(g.values.size(), 0), is_output(g.values.size(), 0);
+  for (int i = 0; i < n; ++i)
+    for (int v : g.nodes[i].inputs)
+      if (v >= 0) {
+        last_reader[v] = i;
+        if (op_info(g.nodes[i].op).kind == OpKind::View) viewed[v] = 1;
+      }
+  for (int v : g.outputs) is_output[v] = 1;
+  int rewritten = 0;
+  for (int i = 0; i < n; ++i) {
+    Node& w = g.nodes[i];
+    OpId twin;
+    switch (w.op) {
+      case OpId::relu_: twin = OpId::relu; break;
+      case OpId::add_: twin = OpId::add; break;
+      case OpId::sub_: twin = OpId::sub; break;
+      case OpId::mul_: twin = OpId::mul; break;
+      default: continue;
+    }
+    if (w.inputs.size() < 2 || w.inputs[0] < 0 || w.inputs[1] != w.inputs[0] || w.outputs.size() != 1) continue;
+    const int y = w.inputs[0];
+    const int maker = g.values[y].node;
+    if (maker < 0 || op_info(g.nodes[maker].op).kind != OpKind::Functional) continue;
+    if (viewed[y] || is_output[y] || last_reader[y] != i) continue;
+    Node f = w;
+    f.op = twin;
+    f.inputs.erase(f.inputs.begin());
+    std::vector<Tensor> ins;
+    for (int v : f.inputs) ins.push_back(v >= 0 ? meta_tensor(g.values[v].meta) : Tensor());
+    std::vector<Tensor> out;
+    try {
+      out = run_node(g, f, ins);
+    } catch (const Error&) {
+      continue;
+    }
+    const TensorMeta& want = g.values[w.outputs[0]].meta;
+    if (out.size() != 1 || out[0].sizes() != want.sizes || out[0].dtype() != want.dtype || out[0].strides() != want.strides)
+      continue;
+    w = std::move(f);
+    ++rewritten;
+  }
+  return rewritten;
+}
+
 int fold_scalar_constants(Graph& g) {
   int folded = 0;
   for (Node& n : g.nodes) {
@@ -135,6 +188,7 @@ int fold_scalar_constants(Graph& g) {
 bool run_codegen_passes(Graph& g, int distinct_outputs) {
   int changed = fold_scalar_constants(g);
   changed += eliminate_common_subexpressions(g, distinct_outputs);
+  changed += functionalize_private_writes(g);
   changed += decompose_for_fusion(g);
   changed += eliminate_common_subexpressions(g, distinct_outputs);
   if (changed > 0) verify_graph(g);

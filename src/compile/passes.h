@@ -18,8 +18,14 @@ int eliminate_common_subexpressions(Graph& g, int distinct_outputs = -1);
 // Scalar operands of `x * (2 * 3)`), replacing it by a fill_ of its value. Returns how many it folded.
 int fold_scalar_constants(Graph& g);
 
-// The passes of the codegen backend, in order: scalar constants, common subexpressions, the
-// decompositions (decompose.h), common subexpressions again (two decompositions cast one input
+// Rewrites an in-place ReLU, add, sub or mul into its functional op where nobody could see the
+// difference: it writes a value that a functional node of the graph made, that no view aliases, that
+// nothing reads afterwards and that the graph does not return (Note [Private writes]). Returns how
+// many it rewrote.
+int functionalize_private_writes(Graph& g);
+
+// The passes of the codegen backend, in order: scalar constants, common subexpressions, private
+// writes made functional, the decompositions (decompose.h), common subexpressions again (two decompositions cast one input
 // alike); the verifier (verify.h) checks the graph after them. Returns whether anything changed.
 bool run_codegen_passes(Graph& g, int distinct_outputs = -1);
 

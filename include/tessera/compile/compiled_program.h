@@ -32,6 +32,10 @@ struct CompileStats {
   int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
   int kernels = 0;      // generated kernels (backend codegen), forward and backward graphs together
   int fused_nodes = 0;  // graph nodes that run inside them
+  // The last captured variant's steps that launch device work (ops and generated kernels; views and
+  // scalar fills do not), forward and backward graphs together: as the graph runs, and as eager would
+  // run its nodes one by one (the launch counts of a compiled and an eager run).
+  int launches = 0, eager_launches = 0;
   // For each variant without a backward graph although its outputs take a gradient: why.
   std::vector<std::string> no_backward_reasons;
   // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").
