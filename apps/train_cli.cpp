@@ -27,8 +27,8 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
   train.add_option("--limit-train", t.limit_train, "use only the first N training examples");
   train.add_option("--threads", t.threads, "CPU threads (default: all)");
   train.add_option("--profile", t.profile,
-                   "profile steps 3-5 of the first epoch: Chrome trace to this path (open in Perfetto), memory "
-                   "timeline SVG next to it, table of ops on stdout");
+                   "profile steps 3-5 of the first epoch (gpt2, resnet50: of the run): Chrome trace to this path (open in "
+                   "Perfetto), memory timeline SVG next to it, table of ops on stdout");
   train.add_option("--amp", t.amp,
                    "mixed precision: bf16 | fp16 | off | auto (fp16 scales the loss; auto: bf16 for gpt2 and resnet50 "
                    "on a GPU, else off)")
