@@ -1,6 +1,7 @@
 // `tessera train`: checks the options (resolve_options), trains an image classifier on Fashion-MNIST
 // with a progress bar, evaluates on the test set after every epoch, writes metrics (CSV + SVG) and
-// checkpoints, and resumes from a checkpoint. gpt2 and resnet50 train in train_gpt.cpp.
+// checkpoints, and resumes from a checkpoint. gpt2 and resnet50 train in train_gpt.cpp and
+// train_resnet50.cpp; which flag applies to which model is train_flags.cpp's table.
 #include "train.h"
 
 #include <cstdio>
@@ -84,16 +85,6 @@ Eval evaluate(nn::Module& model, data::DataLoader& loader, Device device, AmpMod
 // range; the trace, a memory timeline next to it and the table of ops.
 constexpr int64_t kProfileFirst = 3, kProfileLast = 5;
 
-void finish_profile(profiler::profile& prof, const std::string& path, bool cuda) {
-  prof.stop();
-  prof.export_chrome_trace(path);
-  std::filesystem::path svg(path);
-  svg.replace_extension(".memory.svg");
-  prof.export_memory_timeline(svg.string());
-  std::printf("%s", prof.key_averages().table(cuda ? "self_cuda_time_total" : "self_cpu_time_total", 20).c_str());
-  std::printf("profile: trace %s, memory timeline %s\n", path.c_str(), svg.string().c_str());
-}
-
 }  // namespace
 
 TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
@@ -104,18 +95,17 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
   TS_CHECK(o.batch_size >= 0, ValueError, "train: --batch-size must be positive, got ", o.batch_size);
   TS_CHECK(o.amp == "auto" || o.amp == "off" || o.amp == "bf16" || o.amp == "fp16", ValueError, "train: unknown --amp '",
            o.amp, "' (expected bf16, fp16, off or auto)");
-  TS_CHECK(o.steps >= 0 && o.log_every >= 0, ValueError, "train: --steps and --log-every must not be negative");
+  TS_CHECK(o.steps >= 0 && o.log_every >= 0 && o.stop_at >= 0, ValueError,
+           "train: --steps, --log-every and --stop-at must not be negative");
+  check_flags_for_model(o);  // Note [No flag silently ignored]
+  if (o.resume) {
+    TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
+    // A missing checkpoint is an error, not a fresh start: a typo in the path must not silently
+    // retrain from scratch over the run it meant to continue.
+    TS_CHECK(std::filesystem::exists(o.checkpoint), IOError, "train: --resume: no checkpoint at '", o.checkpoint,
+             "' (run without --resume to start a new one there)");
+  }
   if (m == "gpt2" || m == "resnet50") {
-    // The step-based trainers (train_gpt.cpp) save, resume, log and profile nothing yet: say so before
-    // training starts rather than ignore the flag.
-    const std::pair<const char*, bool> unsupported[] = {{"--checkpoint", !o.checkpoint.empty()},
-                                                        {"--resume", o.resume},
-                                                        {"--metrics", !o.metrics.empty()},
-                                                        {"--profile", !o.profile.empty()},
-                                                        {"--limit-train", o.limit_train != 0}};
-    for (const auto& [flag, given] : unsupported)
-      TS_CHECK(!given, NotImplementedError, "train: ", flag, " is not supported with --model ", m,
-               " yet (it works with mlp, cnn and resnet18)");
     TS_CHECK(o.amp != "fp16", ValueError, "train: --model ", m, " trains in bfloat16 (--amp bf16) or float32 (--amp off)");
     if (o.amp == "auto") o.amp = cuda ? "bf16" : "off";
   }
@@ -142,6 +132,7 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
     if (o.lr == 0) o.lr = 1e-3;
     if (o.min_lr == 0) o.min_lr = o.lr / 10;
     TS_CHECK(o.min_lr > 0 && o.min_lr <= o.lr, ValueError, "train: --min-lr must be in (0, --lr], got ", o.min_lr);
+    TS_CHECK(o.stop_at <= o.steps, ValueError, "train: --stop-at ", o.stop_at, " is past --steps ", o.steps);
     return o;
   }
   if (m == "resnet50") {
@@ -155,6 +146,7 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
     if (o.steps == 0) o.steps = 100;
     if (o.log_every == 0) o.log_every = 10;
     if (o.lr == 0) o.lr = 0.1;
+    TS_CHECK(o.stop_at <= o.steps, ValueError, "train: --stop-at ", o.stop_at, " is past --steps ", o.steps);
     return o;
   }
   // The Fashion-MNIST classifiers.
@@ -167,13 +159,6 @@ TrainOptions resolve_options(const TrainOptions& in, bool cuda) {
   if (o.batch_size == 0) o.batch_size = 64;
   if (o.amp == "auto") o.amp = "off";
   TS_CHECK(o.epochs > 0, ValueError, "train: --epochs must be positive, got ", o.epochs);
-  if (o.resume) {
-    TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
-    // A missing checkpoint is an error, not a fresh start: a typo in the path must not silently
-    // retrain from scratch over the run it meant to continue.
-    TS_CHECK(std::filesystem::exists(o.checkpoint), IOError, "train: --resume: no checkpoint at '", o.checkpoint,
-             "' (run without --resume to start a new one there)");
-  }
   return o;
 }
 

@@ -1,5 +1,6 @@
 // `tessera train`'s options (apps/train_cli.h). Values are checked here where CLI11 can (ranges, choices);
-// combinations per model are checked by resolve_options().
+// combinations per model are checked by resolve_options(), which also refuses a flag the model does
+// not act on (check_flags_for_model, train_flags.cpp): the parser records which flags were given.
 #include "train_cli.h"
 
 namespace tessera::app {
@@ -17,14 +18,17 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
       ->check(CLI::IsMember({"sgd", "adamw"}));
   train.add_option("--device", t.device, "cpu | cuda | auto")->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   train.add_option("--seed", t.seed, "random seed");
-  train.add_option("--checkpoint", t.checkpoint, "checkpoint directory, saved after every epoch");
+  train.add_option("--checkpoint", t.checkpoint,
+                   "checkpoint directory, saved after every epoch (gpt2: every evaluation; resnet50: every printed "
+                   "line) and at --stop-at");
   train.add_flag("--resume", t.resume, "continue from --checkpoint (an error if there is none)");
-  train.add_option("--metrics", t.metrics, "CSV of per-epoch metrics (an SVG plot is written next to it)");
+  train.add_option("--metrics", t.metrics,
+                   "CSV of per-epoch metrics (gpt2, resnet50: per printed step); an SVG plot is written next to it");
   train.add_option("--limit-train", t.limit_train, "use only the first N training examples");
   train.add_option("--threads", t.threads, "CPU threads (default: all)");
   train.add_option("--profile", t.profile,
-                   "profile steps 3-5 of the first epoch: Chrome trace to this path (open in Perfetto), memory "
-                   "timeline SVG next to it, table of ops on stdout");
+                   "profile steps 3-5 of the first epoch (gpt2, resnet50: of the run): Chrome trace to this path (open in "
+                   "Perfetto), memory timeline SVG next to it, table of ops on stdout");
   train.add_option("--amp", t.amp,
                    "mixed precision: bf16 | fp16 | off | auto (fp16 scales the loss; auto: bf16 for gpt2 and resnet50 "
                    "on a GPU, else off)")
@@ -32,6 +36,10 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
   // gpt2 and resnet50
   train.add_option("--steps", t.steps, "optimizer steps (gpt2: 3000, resnet50: 100)")->check(CLI::PositiveNumber);
   train.add_option("--log-every", t.log_every, "print a line every N steps (gpt2: 50, resnet50: 10)")
+      ->check(CLI::PositiveNumber);
+  train.add_option("--stop-at", t.stop_at,
+                   "end this run after step N of --steps, saving --checkpoint there (the schedule still spans "
+                   "--steps; continue with --resume)")
       ->check(CLI::PositiveNumber);
   // gpt2
   train.add_option("--layers", t.layers, "gpt2: transformer blocks")->check(CLI::PositiveNumber)
@@ -71,6 +79,11 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
   train.add_option("--top-k", t.top_k, "gpt2: sample from the k most likely bytes (0: all)")->check(CLI::Range(0, 256))
       ->capture_default_str();
   train.add_option("--prompt", t.prompt, "gpt2: the text the sample continues (default a newline)");
+  // Which flags were given, for the per-model check (a flag at its default value is still given).
+  train.final_callback([&train, &t] {
+    for (const CLI::Option* opt : train.get_options())
+      if (opt->count() > 0 && !opt->get_lnames().empty()) t.given.insert("--" + opt->get_lnames().front());
+  });
 }
 
 }  // namespace tessera::app

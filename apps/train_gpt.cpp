@@ -1,8 +1,17 @@
 // `tessera train --model gpt2 --data text:FILE`: a byte-level GPT (vocabulary 256) trained on any text
 // file with AdamW, a warm-up + cosine learning rate, gradient clipping, gradient accumulation and
 // bfloat16 autocast on the GPU; it reports the training and validation losses, tokens/s and MFU, and
-// samples text at the end. `tessera train --model resnet50 --data synthetic`: ResNet-50 on random
-// 224x224 images, channels-last, SGD with momentum: images/s.
+// samples text at the end. --checkpoint saves the run at every evaluation (and where --stop-at ends
+// it), --resume continues it (Note [Resuming a step run]), --metrics and --profile as step_run.h says.
+// ResNet-50 on synthetic images is in train_resnet50.cpp.
+//
+// Note [Resuming a step run]: a resumed run continues the uninterrupted one bitwise. The checkpoint
+// holds, besides the model and the optimizer, every generator the loop draws from: the default CPU
+// one (dropout on the CPU), the training batches', the evaluation batches' and, on a GPU, the device's
+// default one (its dropout). The learning rate is a function of the step, and evaluations happen at
+// the same steps whether or not the run was interrupted (a --stop-at step does not evaluate, as that
+// would draw evaluation batches the uninterrupted run does not draw), so every step after the
+// checkpoint sees the same batches, the same masks and the same optimizer state.
 //
 // Note [Timing the training loop]: the loop does not synchronize the GPU at each step; the loss of each
 // micro-batch is accumulated on the device and read (one synchronization) only when a line is printed.
@@ -12,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <numbers>
 #include <optional>
@@ -19,6 +29,7 @@
 #include <vector>
 
 #include "gpu_peak.h"
+#include "step_run.h"
 #include "tessera/tessera.h"
 #include "text_data.h"
 #include "train.h"
@@ -30,36 +41,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string device_name(Device device) {
-  if (!device.is_cuda()) return "cpu";
-  return cuda::get_device_properties(device.index() < 0 ? -1 : device.index()).name;
-}
-
-// "123,456" for counts and rates.
-std::string grouped(double v) {
-  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
-  std::string out;
-  const int n = static_cast<int>(digits.size());
-  for (int i = 0; i < n; ++i) {
-    out += digits[static_cast<size_t>(i)];
-    if (digits[static_cast<size_t>(i)] != '-' && (n - 1 - i) % 3 == 0 && i != n - 1) out += ',';
-  }
-  return out;
-}
-
 // A batch on its way to the device: on a GPU through page-locked memory with an asynchronous copy, so
 // that the host does not wait for the GPU's queued work at each step (Note [Timing the training loop]).
 Tensor to_device(const Tensor& t, Device device) {
   if (!device.is_cuda()) return t;
   return t.pin_memory().to(device, /*non_blocking=*/true);
-}
-
-// A rate: grouped, or "12.3" below 100 (ResNet-50 on a CPU).
-std::string rate(double v) {
-  if (std::fabs(v) >= 100) return grouped(v);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
 }
 
 struct LossPair {
@@ -148,14 +134,33 @@ GptRunResult train_gpt(const TrainOptions& o) {
   std::fflush(stdout);
 
   Generator train_gen(o.seed), eval_gen(o.seed + 1);
+  // Note [Resuming a step run]
+  NamedGenerators generators = {{"train_batches", &train_gen}, {"eval_batches", &eval_gen}};
+  if (device.is_cuda()) generators.emplace_back("cuda", &default_generator(device));
   GptRunResult result;
+  int64_t first_step = 0;
+  if (o.resume) {
+    first_step = load_checkpoint(o.checkpoint, model, &opt, nullptr, generators);
+    TS_CHECK(first_step <= o.steps, ValueError, "train: --resume: the checkpoint at '", o.checkpoint, "' is at step ",
+             first_step, ", past --steps ", o.steps);
+    if (!o.metrics.empty() && std::filesystem::exists(o.metrics))
+      result.metrics = read_step_metrics_csv(o.metrics, first_step);
+    std::printf("resumed from %s after step %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_step));
+  }
+  const int64_t end_step = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
+  ProfileWindow profile(o.profile, device);
+  auto save = [&](int64_t steps_done) {
+    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, model, &opt, nullptr, steps_done, generators);
+    if (!o.metrics.empty()) write_step_metrics(o.metrics, result.metrics, "tokens_per_s", false);
+  };
   Tensor loss_acc = zeros({}, TensorOptions(kFloat32, device));  // sum of the interval's step losses
   int64_t interval_steps = 0;
   Clock::time_point interval_start = Clock::now();
   double timed_seconds = 0;
   int64_t timed_tokens = 0;
   bool first_interval = true;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  for (int64_t step = first_step; step < end_step; ++step) {
+    profile.begin_step(step - first_step + 1);
     const double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr);
     for (size_t g = 0; g < opt.num_param_groups(); ++g) opt.set_lr(g, lr);
 
@@ -164,30 +169,40 @@ GptRunResult train_gpt(const TrainOptions& o) {
       auto [x, y] = text.batch(false, o.batch_size, o.context, train_gen);
       Tensor loss;
       {
+        profiler::record_function r("forward");
         amp::autocast guard(device, kBFloat16, amp);
         loss = model.loss(to_device(x, device), to_device(y, device));
       }
       Tensor scaled = o.accum > 1 ? loss / static_cast<double>(o.accum) : loss;
-      scaled.backward();
+      {
+        profiler::record_function r("backward");
+        scaled.backward();
+      }
       step_loss = step_loss + scaled.detach().to(kFloat32);
     }
-    if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
-    opt.step();
-    opt.zero_grad(true);
+    {
+      profiler::record_function r("optimizer.step");
+      if (o.grad_clip > 0) nn::utils::clip_grad_norm_(params, o.grad_clip);
+      opt.step();
+      opt.zero_grad(true);
+    }
     loss_acc = loss_acc + step_loss;
     ++interval_steps;
+    profile.end_step(step - first_step + 1);
 
     const bool last = step == o.steps - 1;
-    if ((step + 1) % o.log_every == 0 || last) {
+    const bool stopping = step == end_step - 1;  // the last step of this run (--stop-at)
+    if ((step + 1) % o.log_every == 0 || last || stopping) {
       const double mean_loss = loss_acc.item<double>() / static_cast<double>(interval_steps);  // synchronizes
       const double secs = seconds_since(interval_start);
       const double tps = static_cast<double>(interval_steps * tokens_per_step) / std::max(secs, 1e-9);
       if (result.steps == 0) result.first_train_loss = mean_loss;
       result.final_train_loss = mean_loss;
       result.steps = step + 1;
+      result.metrics.push_back({.step = step + 1, .train_loss = mean_loss, .lr = lr, .rate = tps});
       // The first interval holds the warm-up (cuDNN/cuBLAS plans, allocator growth): left out of the
       // average unless it is the only one.
-      if (!first_interval || last) {
+      if (!first_interval || stopping) {
         timed_seconds += secs;
         timed_tokens += interval_steps * tokens_per_step;
       }
@@ -206,17 +221,35 @@ GptRunResult train_gpt(const TrainOptions& o) {
       interval_steps = 0;
       interval_start = Clock::now();
     }
-    if ((step + 1) % o.eval_every == 0 || last) {
+    const bool evaluating = (step + 1) % o.eval_every == 0 || last;
+    if (evaluating) {
       // The evaluation is not training time: the interval's clock skips it (after the queued training
       // work has finished, so that none of it is skipped).
       if (device.is_cuda()) cuda::synchronize();
       const Clock::time_point eval_start = Clock::now();
       const LossPair l = estimate_loss(model, text, o, device, amp, eval_gen);
       result.final_val_loss = l.val;
+      if (!result.metrics.empty() && result.metrics.back().step == step + 1)
+        result.metrics.back().val_loss = l.val;
+      else
+        result.metrics.push_back({.step = step + 1, .val_loss = l.val, .lr = lr});
       std::printf("step %lld: train loss %.4f, val loss %.4f\n", static_cast<long long>(step + 1), l.train, l.val);
       std::fflush(stdout);
       interval_start += Clock::now() - eval_start;
     }
+    if (evaluating || stopping) {
+      const Clock::time_point save_start = Clock::now();
+      save(step + 1);
+      interval_start += Clock::now() - save_start;
+    }
+  }
+  profile.finish();
+  if (!o.metrics.empty()) write_step_metrics(o.metrics, result.metrics, "tokens_per_s", true);
+  if (end_step < o.steps) {
+    std::printf("stopped after step %lld of %lld (--stop-at)%s\n", static_cast<long long>(end_step),
+                static_cast<long long>(o.steps), o.checkpoint.empty() ? "" : "; continue with --resume");
+    std::fflush(stdout);
+    return result;
   }
   result.tokens_per_second = timed_seconds > 0 ? static_cast<double>(timed_tokens) / timed_seconds : 0;
   std::printf("done: %s tokens/s", rate(result.tokens_per_second).c_str());
@@ -240,65 +273,6 @@ GptRunResult train_gpt(const TrainOptions& o) {
   }
   std::fflush(stdout);
   return result;
-}
-
-double train_resnet50_synthetic(const TrainOptions& o) {
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  manual_seed(o.seed);
-  const Device device = pick_device(o.device);
-  const bool amp = o.amp == "bf16";
-  auto net = std::make_unique<models::ResNet>(models::resnet50());
-  net->to(device);
-  net->train();
-  optim::SGD opt(net->parameters(), {.lr = o.lr, .momentum = 0.9, .weight_decay = 5e-5});
-  // One random batch, channels-last, reused at every step: the throughput of the model alone.
-  Tensor x = randn({o.batch_size, 3, 224, 224}, TensorOptions(kFloat32, device)).contiguous(MemoryFormat::ChannelsLast);
-  Tensor y = randint(0, 1000, {o.batch_size}, TensorOptions(kInt64, device));
-  std::printf("training ResNet-50 on synthetic 224x224 images (channels-last), batch %lld, on %s (%s)%s, SGD lr %.3g "
-              "momentum 0.9 weight decay 5e-5\n",
-              static_cast<long long>(o.batch_size), device.str().c_str(), device_name(device).c_str(),
-              amp ? ", bf16 autocast" : "", o.lr);
-  std::fflush(stdout);
-  Clock::time_point t0 = Clock::now();
-  double timed_seconds = 0;
-  int64_t timed_images = 0, interval = 0;
-  bool first_interval = true;
-  Tensor loss;
-  for (int64_t step = 0; step < o.steps; ++step) {
-    opt.zero_grad(true);
-    {
-      amp::autocast guard(device, kBFloat16, amp);
-      loss = nn::functional::cross_entropy((*net)(x), y);
-    }
-    loss.backward();
-    opt.step();
-    ++interval;
-    const bool last = step == o.steps - 1;
-    if ((step + 1) % o.log_every == 0 || last) {
-      const double l = loss.item<double>();  // synchronizes (Note [Timing the training loop])
-      const double secs = seconds_since(t0);
-      const double ips = static_cast<double>(interval * o.batch_size) / std::max(secs, 1e-9);
-      if (!first_interval || last) {
-        timed_seconds += secs;
-        timed_images += interval * o.batch_size;
-      }
-      first_interval = false;
-      std::printf("step %lld/%lld | loss %.4f | %s images/s\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(o.steps), l, rate(ips).c_str());
-      std::fflush(stdout);
-      interval = 0;
-      t0 = Clock::now();
-    }
-  }
-  const double ips = timed_seconds > 0 ? static_cast<double>(timed_images) / timed_seconds : 0;
-  std::printf("done: %s images/s\n", rate(ips).c_str());
-  if (device.is_cuda()) {
-    const auto stats = cuda::memory_stats();
-    auto it = stats.find("allocated_bytes.all.peak");
-    if (it != stats.end())
-      std::printf("peak memory allocated: %.2f GiB\n", static_cast<double>(it->second) / (1024.0 * 1024.0 * 1024.0));
-  }
-  return ips;
 }
 
 }  // namespace tessera::app

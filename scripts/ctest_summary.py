@@ -38,8 +38,9 @@ def main():
         else:
             passed += 1
             ran_gpu += gpu
-    print(f"==> ctest: {passed + failed} tests ran: {passed} passed, {failed} failed ({ran_gpu} of the ran ones "
-          f"labelled gpu); {skipped} skipped, not passed ({skipped_gpu} of them labelled gpu)")
+    ran = passed + failed
+    print(f"==> ctest: {ran} tests ran ({ran - ran_gpu} CPU tests, {ran_gpu} labelled gpu): {passed} passed, {failed} "
+          f"failed; {skipped} skipped, not passed ({skipped_gpu} of them labelled gpu)")
     return 1 if failed else 0
 
 

@@ -1,7 +1,8 @@
 // Training checkpoints: a directory holding model.safetensors (the module's state_dict under
 // PyTorch's names, so torch's safetensors loader and load_state_dict take it as is),
 // optimizer.safetensors (PyTorch's optimizer state_dict layout, param_groups as metadata) and
-// checkpoint.json (step, scheduler state, the default generator's seed and offset).
+// checkpoint.json (step, scheduler state, the default generator's seed and offset, and the seed and
+// offset of any generator the training loop names).
 //
 // Note [Atomic checkpoint]: the directory is written under a temporary name, every file and the
 // directory fsynced, then swapped with a previous checkpoint of the same name in one step (Linux
@@ -13,17 +14,27 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "tessera/generator.h"
 #include "tessera/nn.h"
 #include "tessera/optim.h"
 
 namespace tessera {
 
+// Generators a training loop owns besides the default CPU one (the order of its batches, its
+// evaluation windows, a GPU's dropout), by name: saved with the checkpoint and restored by
+// load_checkpoint, so that a resumed run draws what the uninterrupted one would have drawn.
+using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+
 void save_checkpoint(const std::string& dir, const nn::Module& model, const optim::Optimizer* optimizer = nullptr,
-                     const optim::LRScheduler* scheduler = nullptr, int64_t step = 0);
-// Restores what save_checkpoint wrote (strict state_dict loading) and the default CPU generator's
-// state; returns the step. IOError for a missing or malformed checkpoint.
+                     const optim::LRScheduler* scheduler = nullptr, int64_t step = 0,
+                     const NamedGenerators& generators = {});
+// Restores what save_checkpoint wrote (strict state_dict loading), the default CPU generator's state
+// and that of each named generator; returns the step. IOError for a missing or malformed checkpoint,
+// or one that lacks a generator asked for.
 int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer* optimizer = nullptr,
-                        optim::LRScheduler* scheduler = nullptr);
+                        optim::LRScheduler* scheduler = nullptr, const NamedGenerators& generators = {});
 
 }  // namespace tessera

@@ -1,7 +1,9 @@
 // zlib gzFile wrappers (see gz_file.h). zlib reports a gzip stream that ends early as Z_BUF_ERROR
 // ("unexpected end of file") and a damaged one (bad header, bad deflate data, CRC or length mismatch in
-// the trailer) as Z_DATA_ERROR; both become IOError here. The trailer is only checked when the stream
-// is read to its end, which read_all() and callers that probe for trailing data do.
+// the trailer) as Z_DATA_ERROR; both become IOError here, naming the file and where the damage was
+// found: the offset in the decompressed data (the bytes delivered so far) and in the file (zlib's
+// gzoffset, which runs ahead of the damage by at most its input buffer). The trailer is only checked
+// when the stream is read to its end, which read_all() and callers that probe for trailing data do.
 #include "data/gz_file.h"
 
 #include <zlib.h>
@@ -20,15 +22,18 @@ namespace {
 gzFile as_gz(void* f) { return static_cast<gzFile>(f); }
 
 // The file's state after an operation: throws with zlib's message when the stream is in error.
-void check_gz(gzFile f, const std::string& path, const char* op) {
+// `delivered`: the decompressed bytes handed out before the error.
+void check_gz(gzFile f, const std::string& path, const char* op, uint64_t delivered) {
   int errnum = Z_OK;
   const char* msg = gzerror(f, &errnum);
   if (errnum == Z_OK) return;
   if (errnum == Z_ERRNO) {
-    TS_THROW(IOError, op, ": error reading '", path, "': ", std::strerror(errno));
+    TS_THROW(IOError, op, ": error reading '", path, "' at offset ", delivered, ": ", std::strerror(errno));
   }
-  TS_THROW(IOError, op, ": '", path, "' is a corrupt or truncated gzip file (zlib: ", msg ? msg : "unknown error",
-           ")");
+  const long in_file = gzoffset(f);
+  TS_THROW(IOError, op, ": '", path, "' is a corrupt or truncated gzip file at offset ", delivered,
+           " of the decompressed data (about byte ", in_file < 0 ? 0 : in_file, " of the file; zlib: ",
+           msg ? msg : "unknown error", ")");
 }
 
 }  // namespace
@@ -49,7 +54,7 @@ GzReader::GzReader(const std::string& path, const char* op) : path_(path), op_(o
   // Looks at the first bytes: gzip magic or a plain file.
   const int direct = gzdirect(f);
   try {
-    check_gz(f, path_, op_);
+    check_gz(f, path_, op_, 0);
   } catch (...) {
     gzclose_r(f);  // the destructor does not run for a constructor that throws
     file_ = nullptr;
@@ -68,8 +73,8 @@ size_t GzReader::read(void* dst, size_t n) {
   while (total < n) {
     const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - total, 1u << 30));
     const int got = gzread(as_gz(file_), out + total, chunk);
-    if (got < 0) check_gz(as_gz(file_), path_, op_);
-    check_gz(as_gz(file_), path_, op_);
+    if (got > 0) delivered_ += static_cast<uint64_t>(got);
+    check_gz(as_gz(file_), path_, op_, delivered_);
     if (got <= 0) break;
     total += static_cast<size_t>(got);
   }

@@ -1,6 +1,7 @@
 // Reading and writing files through zlib's gzFile: a reader that decompresses gzip data and passes
 // any other file through unchanged (zlib's transparent mode), so callers read MNIST's *.gz and raw
-// files alike. Every failure is an IOError naming the file and the calling op.
+// files alike. Every failure is an IOError naming the file, the calling op and, for damaged data, the
+// offset where it was found.
 //
 // Invariant: read() either returns the bytes it was asked for, fewer only at the true end of the data,
 // or throws: a truncated or corrupt gzip stream is never reported as a short, clean end.
@@ -28,6 +29,8 @@ class GzReader {
   // The size of the file on disk (compressed size for a gzip file).
   uint64_t file_size() const { return file_size_; }
   const std::string& path() const { return path_; }
+  // The bytes read() has delivered so far: the offset of the next byte in the (decompressed) data.
+  uint64_t offset() const { return delivered_; }
 
  private:
   void* file_ = nullptr;  // gzFile
@@ -35,6 +38,7 @@ class GzReader {
   const char* op_;
   bool compressed_ = false;
   uint64_t file_size_ = 0;
+  uint64_t delivered_ = 0;
 };
 
 // Writes `n` bytes to `path`, gzip-compressed when `compress`; raises IOError "<op>: ..." on failure.

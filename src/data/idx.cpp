@@ -6,6 +6,7 @@
 //    deflate could possibly expand the file to (1032:1), so a corrupt header cannot make us allocate
 //    terabytes; then the data must be all there and nothing may follow it, and the gzip trailer (CRC,
 //    length) must check out.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -72,19 +73,20 @@ Tensor read_idx(const std::string& path) {
 
   uint8_t magic[4];
   const size_t got_magic = in.read(magic, 4);
-  TS_CHECK(got_magic == 4, IOError, kOp, ": '", path, "' is truncated: ", what, " holds ", got_magic,
-           " bytes, fewer than the 4-byte IDX magic number");
+  TS_CHECK(got_magic == 4, IOError, kOp, ": '", path, "' is truncated at offset ", got_magic, ": ", what, " holds ",
+           got_magic, " bytes, fewer than the 4-byte IDX magic number");
   const uint32_t magic_value = load_be32(magic);
   const IdxType* type = find_type(magic[2]);
   TS_CHECK(magic[0] == 0 && magic[1] == 0 && type != nullptr, IOError, kOp, ": '", path,
-           "' is not an IDX file: bad magic number ", hex32(magic_value),
+           "' is not an IDX file: bad magic number ", hex32(magic_value), " at offset 0",
            " (expected 0x0000TTNN with type code TT one of 08, 09, 0B, 0C, 0D, 0E and NN the number of dims)");
   const size_t ndim = magic[3];
 
   std::vector<uint8_t> raw_dims(4 * ndim);
   const size_t got_dims = in.read(raw_dims.data(), raw_dims.size());
-  TS_CHECK(got_dims == raw_dims.size(), IOError, kOp, ": '", path, "' is truncated: its magic number announces ",
-           ndim, " dims (", 4 * ndim, " bytes) but ", what, " ends ", got_dims, " bytes after it");
+  TS_CHECK(got_dims == raw_dims.size(), IOError, kOp, ": '", path, "' is truncated at offset ", 4 + got_dims,
+           ": its magic number announces ", ndim, " dims (", 4 * ndim, " bytes) but ", what, " ends ", got_dims,
+           " bytes after it");
   Shape dims(ndim);
   uint64_t numel = 1;
   bool overflow = false;
@@ -94,18 +96,19 @@ Tensor read_idx(const std::string& path) {
     if (size != 0 && numel > (uint64_t{1} << 60) / size) overflow = true;
     numel *= size;
   }
-  TS_CHECK(!overflow, IOError, kOp, ": '", path, "' is corrupt: its dims ", dims, " describe more than 2^60 elements");
+  TS_CHECK(!overflow, IOError, kOp, ": '", path, "' is corrupt: its dims ", dims, " (at offset 4) describe more than 2^60 elements");
   const uint64_t header_bytes = 4 + 4 * ndim;
   const uint64_t data_bytes = numel * type->file_size;
 
   if (!in.compressed()) {
     TS_CHECK(in.file_size() == header_bytes + data_bytes, IOError, kOp, ": '", path, "' is ",
-             in.file_size() < header_bytes + data_bytes ? "truncated" : "corrupt", ": its dims ", dims, " of ",
+             in.file_size() < header_bytes + data_bytes ? "truncated at offset " : "corrupt: data goes on past offset ",
+             std::min<uint64_t>(in.file_size(), header_bytes + data_bytes), ": its dims ", dims, " of ",
              type->name, " need ", data_bytes, " bytes of data after the ", header_bytes, "-byte header, but the file holds ",
              in.file_size() - header_bytes, "; the dims disagree with the file size");
   } else {
     TS_CHECK(data_bytes <= (in.file_size() + 64) * kMaxDeflateRatio, IOError, kOp, ": '", path,
-             "' is corrupt: its dims ", dims, " of ", type->name, " need ", data_bytes,
+             "' is corrupt: its dims ", dims, " (at offset 4) of ", type->name, " need ", data_bytes,
              " bytes, more than a gzip file of ", in.file_size(), " bytes can hold");
   }
 
@@ -115,13 +118,14 @@ Tensor read_idx(const std::string& path) {
   std::vector<uint8_t> side(widen ? static_cast<size_t>(data_bytes) : 0);
   uint8_t* dst = widen ? side.data() : static_cast<uint8_t*>(out.data_ptr());
   const size_t got = in.read(dst, static_cast<size_t>(data_bytes));
-  TS_CHECK(got == data_bytes, IOError, kOp, ": '", path, "' is truncated: its dims ", dims, " of ", type->name,
-           " need ", data_bytes, " bytes of data after the header, but ", what, " holds only ", got);
+  TS_CHECK(got == data_bytes, IOError, kOp, ": '", path, "' is truncated at offset ", header_bytes + got, ": its dims ",
+           dims, " of ", type->name, " need ", data_bytes, " bytes of data after the header, but ", what,
+           " holds only ", got);
   uint8_t extra;
   // Reading past the data also makes zlib check the gzip trailer (CRC and length).
-  TS_CHECK(in.read(&extra, 1) == 0, IOError, kOp, ": '", path, "' is corrupt: ", what,
-           " holds more data than its dims ", dims, " of ", type->name, " account for (", data_bytes,
-           " bytes after the header)");
+  TS_CHECK(in.read(&extra, 1) == 0, IOError, kOp, ": '", path, "' is corrupt: data goes on past offset ",
+           header_bytes + data_bytes, ": ", what, " holds more data than its dims ", dims, " of ", type->name,
+           " account for (", data_bytes, " bytes after the header)");
 
   swap_elements(dst, static_cast<size_t>(numel), type->file_size);
   if (widen) {

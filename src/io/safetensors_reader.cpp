@@ -74,8 +74,11 @@ Tensor tensor_from_buffer(const std::shared_ptr<Storage>& storage, const TensorE
     for (size_t i = 0; i < nbytes && view; ++i) view = src[i] <= 1;
   }
   if (view) {
-    return Tensor(std::make_shared<TensorImpl>(storage, entry.dtype, entry.shape, contiguous_strides(entry.shape),
-                                               static_cast<int64_t>(at / esize)));
+    // Through set_layout, so that the view is bounds-checked against the mapping whatever the header
+    // check above let through (Note [Checked layouts]).
+    auto impl = std::make_shared<TensorImpl>(storage, entry.dtype, Shape{}, Shape{}, 0);
+    impl->set_layout(entry.shape, contiguous_strides(entry.shape), static_cast<int64_t>(at / esize));
+    return Tensor(std::move(impl));
   }
   Tensor t = make_empty(entry.shape, entry.dtype, kCPU);
   if (nbytes == 0) return t;

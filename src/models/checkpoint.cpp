@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "models/checkpoint_meta.h"
 #include "tessera/safetensors.h"
 
 namespace tessera {
@@ -64,7 +65,7 @@ std::string read_text(const fs::path& p) {
 
 // The checkpoint's files, written and fsynced into `tmp`.
 void write_checkpoint_files(const fs::path& tmp, const nn::Module& model, const optim::Optimizer* optimizer,
-                            const optim::LRScheduler* scheduler, int64_t step) {
+                            const optim::LRScheduler* scheduler, int64_t step, const NamedGenerators& generators) {
   save_safetensors(model.state_dict(), (tmp / "model.safetensors").string(), {{"format", "pt"}});
   nlohmann::json meta = {{"format", "tessera-checkpoint"}, {"version", 1}, {"step", step}};
   if (optimizer) {
@@ -75,6 +76,10 @@ void write_checkpoint_files(const fs::path& tmp, const nn::Module& model, const 
   if (scheduler) meta["scheduler"] = scheduler->state_dict();
   Generator& gen = default_generator(kCPU);
   meta["generator"] = {{"seed", gen.seed()}, {"offset", gen.offset()}};
+  for (const auto& [name, g] : generators) {
+    TS_CHECK(g != nullptr, ValueError, "save_checkpoint: generator '", name, "' is null");
+    meta["generators"][name] = {{"seed", g->seed()}, {"offset", g->offset()}};
+  }
   {
     std::ofstream out(tmp / "checkpoint.json");
     out << meta.dump(1) << "\n";
@@ -89,7 +94,7 @@ void write_checkpoint_files(const fs::path& tmp, const nn::Module& model, const 
 }  // namespace
 
 void save_checkpoint(const std::string& dir, const nn::Module& model, const optim::Optimizer* optimizer,
-                     const optim::LRScheduler* scheduler, int64_t step) {
+                     const optim::LRScheduler* scheduler, int64_t step, const NamedGenerators& generators) {
   const fs::path final_dir(dir);
   const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(::getpid());
   std::error_code ec;
@@ -97,7 +102,7 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const opti
   TS_CHECK(fs::create_directories(tmp, ec) || fs::is_directory(tmp), IOError, "save_checkpoint: cannot create ",
            tmp.string(), ": ", ec.message());
   try {
-    write_checkpoint_files(tmp, model, optimizer, scheduler, step);
+    write_checkpoint_files(tmp, model, optimizer, scheduler, step, generators);
   } catch (...) {
     fs::remove_all(tmp, ec);  // a failed save leaves the previous checkpoint and nothing else
     throw;
@@ -116,7 +121,7 @@ void save_checkpoint(const std::string& dir, const nn::Module& model, const opti
 }
 
 int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer* optimizer,
-                        optim::LRScheduler* scheduler) {
+                        optim::LRScheduler* scheduler, const NamedGenerators& generators) {
   fs::path d(dir);
   if (!fs::exists(d)) {
     // A save killed between moving the previous checkpoint aside and renaming the new one in (only
@@ -125,19 +130,16 @@ int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimi
     if (!aside.empty()) d = aside;
   }
   TS_CHECK(fs::is_directory(d), IOError, "load_checkpoint: ", dir, " is not a checkpoint directory");
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(read_text(d / "checkpoint.json"));
-  } catch (const nlohmann::json::exception& e) {
-    TS_THROW(IOError, "load_checkpoint: ", (d / "checkpoint.json").string(), " is not valid JSON: ", e.what());
-  }
-  TS_CHECK(meta.value("format", "") == "tessera-checkpoint", IOError, "load_checkpoint: ",
-           (d / "checkpoint.json").string(), " is not a tessera checkpoint");
+  const detail::CheckpointMeta meta =
+      detail::parse_checkpoint_meta(read_text(d / "checkpoint.json"), (d / "checkpoint.json").string());
+  for (const auto& [name, g] : generators)
+    TS_CHECK(meta.generators.count(name), IOError, "load_checkpoint: ", dir, " holds no state for generator '", name,
+             "'");
   model.load_state_dict(load_safetensors((d / "model.safetensors").string()), true);
   if (optimizer) {
-    TS_CHECK(meta.contains("optimizer"), IOError, "load_checkpoint: ", dir, " holds no optimizer state");
-    TS_CHECK(meta["optimizer"] == optimizer->name(), ValueError, "load_checkpoint: the checkpoint's optimizer is ",
-             meta["optimizer"].get<std::string>(), " but ", optimizer->name(), " was given");
+    TS_CHECK(meta.optimizer.has_value(), IOError, "load_checkpoint: ", dir, " holds no optimizer state");
+    TS_CHECK(*meta.optimizer == optimizer->name(), ValueError, "load_checkpoint: the checkpoint's optimizer is ",
+             *meta.optimizer, " but ", optimizer->name(), " was given");
     SafetensorsFile f((d / "optimizer.safetensors").string());
     optim::OptimizerStateDict sd;
     for (const std::string& k : f.keys()) sd.state[k] = f.get(k).clone();
@@ -148,15 +150,21 @@ int64_t load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimi
     optimizer->load_state_dict(sd);
   }
   if (scheduler) {
-    TS_CHECK(meta.contains("scheduler"), IOError, "load_checkpoint: ", dir, " holds no scheduler state");
-    scheduler->load_state_dict(meta["scheduler"].get<std::string>());
+    TS_CHECK(meta.scheduler.has_value(), IOError, "load_checkpoint: ", dir, " holds no scheduler state");
+    scheduler->load_state_dict(*meta.scheduler);
   }
-  if (meta.contains("generator")) {
+  // The generators change only once everything else has loaded: a failed load leaves them alone.
+  if (meta.generator) {
     Generator& gen = default_generator(kCPU);
-    gen.manual_seed(meta["generator"]["seed"].get<uint64_t>());
-    gen.set_offset(meta["generator"]["offset"].get<uint64_t>());
+    gen.manual_seed(meta.generator->seed);
+    gen.set_offset(meta.generator->offset);
   }
-  return meta.value("step", int64_t(0));
+  for (const auto& [name, g] : generators) {
+    const detail::GeneratorState& st = meta.generators.at(name);
+    g->manual_seed(st.seed);
+    g->set_offset(st.offset);
+  }
+  return meta.step;
 }
 
 }  // namespace tessera

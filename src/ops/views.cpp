@@ -287,9 +287,10 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, std::optional<int64_t> offset) const {
   TS_CHECK(sizes.size() == strides.size(), ShapeError, "as_strided: mismatch in length of strides (",
            strides.size(), ") and shape (", sizes.size(), ")");
-  for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "as_strided: negative strides are not supported, got ", strides);
+  for (int64_t s : strides)
+    TS_CHECK(s >= 0, ValueError, "as_strided: Negative strides are not supported at the moment, got strides: ", strides);
   int64_t off = offset.value_or(storage_offset());
-  TS_CHECK(off >= 0, ValueError, "as_strided: negative storage offset ", off);
+  TS_CHECK(off >= 0, ValueError, "as_strided: invalid storage offset ", off);
   if (grad_recording({this}))
     TS_CHECK(is_contiguous(), NotImplementedError, "as_strided: the gradient through as_strided of a non-contiguous "
              "tensor is not supported; call .contiguous() first");

@@ -17,21 +17,24 @@ void TensorImpl::refresh() {
 // Note [Checked layouts]: every size, stride and offset product that decides an allocation or a
 // bounds check is computed with overflow checks, so that no wrapped product (empty_strided({2},
 // {2^62 - 1}) once asked for 0 bytes, and a crafted offset passed the bounds check) can address
-// memory outside the storage. Negative sizes, strides and offsets are refused.
+// memory outside the storage. Negative sizes, strides and offsets are refused. The messages are
+// PyTorch's ("Storage size calculation overflowed ...", "... are out of bounds for storage of size N").
 void TensorImpl::set_layout(Shape sizes, Shape strides, int64_t offset) {
   TS_CHECK(sizes.size() == strides.size(), ShapeError, "set_layout: ", sizes.size(), " sizes but ",
            strides.size(), " strides");
   numel_of(sizes);  // negative sizes and an element count past int64 raise
   for (int64_t s : strides)
-    TS_CHECK(s >= 0, ValueError, "set_layout: negative strides are not supported, got ", strides);
-  TS_CHECK(offset >= 0, ValueError, "set_layout: negative storage offset ", offset);
+    TS_CHECK(s >= 0, ValueError, "set_layout: Negative strides are not supported at the moment, got strides: ", strides);
+  TS_CHECK(offset >= 0, ValueError, "set_layout: invalid storage offset ", offset);
   const int64_t extent = storage_extent(sizes, strides);
+  const auto itemsize = static_cast<int64_t>(element_size(dtype_));
   int64_t end = 0, bytes = 0;
-  const bool fits = extent == 0 || (!__builtin_add_overflow(offset, extent, &end) &&
-                                    !__builtin_mul_overflow(end, static_cast<int64_t>(element_size(dtype_)), &bytes) &&
-                                    bytes <= static_cast<int64_t>(storage_->nbytes()));
-  TS_CHECK(fits, IndexError, "set_layout: sizes ", sizes, " strides ", strides, " offset ", offset,
-           " reach past the storage of ", storage_->nbytes(), " bytes");
+  const bool overflow = extent != 0 && (__builtin_add_overflow(offset, extent, &end) ||
+                                        __builtin_mul_overflow(end, itemsize, &bytes));
+  TS_CHECK(!overflow && bytes <= static_cast<int64_t>(storage_->nbytes()), IndexError, "set_layout: sizes ", sizes,
+           ", strides ", strides, ", storage offset ", offset, ", and itemsize ", itemsize, " requiring a storage size of ",
+           overflow ? std::string("more than 2^63 - 1") : std::to_string(bytes), " are out of bounds for storage of size ",
+           storage_->nbytes());
   sizes_ = std::move(sizes);
   strides_ = std::move(strides);
   offset_ = offset;
@@ -78,7 +81,7 @@ int64_t storage_extent(const Shape& sizes, const Shape& strides) {
     if (sizes[i] == 0) return 0;
     int64_t step;
     TS_CHECK(!__builtin_mul_overflow(sizes[i] - 1, strides[i], &step) && !__builtin_add_overflow(hi, step, &hi),
-             ValueError, "layout with sizes ", sizes, " and strides ", strides, " overflows int64");
+             ValueError, "Storage size calculation overflowed with sizes=", sizes, " and strides=", strides);
   }
   return hi + 1;
 }
@@ -95,13 +98,14 @@ Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
 Tensor make_empty_strided(const Shape& sizes, const Shape& strides, DType dtype, Device device) {
   TS_CHECK(sizes.size() == strides.size(), ShapeError, "empty_strided: ", sizes.size(), " sizes but ",
            strides.size(), " strides");
-  for (int64_t s : strides) TS_CHECK(s >= 0, ValueError, "empty_strided: negative stride in ", strides);
+  for (int64_t s : strides)
+    TS_CHECK(s >= 0, ValueError, "empty_strided: Negative strides are not supported at the moment, got strides: ", strides);
   numel_of(sizes);
   const int64_t extent = storage_extent(sizes, strides);  // Note [Checked layouts]
   int64_t bytes;
   TS_CHECK(!__builtin_mul_overflow(extent, static_cast<int64_t>(element_size(dtype)), &bytes), ValueError,
-           "empty_strided: sizes ", sizes, " and strides ", strides, " reach ", extent, " elements of ",
-           dtype_name(dtype), ", past the addressable size");
+           "empty_strided: Storage size calculation overflowed with sizes=", sizes, " and strides=", strides, " (",
+           extent, " elements of ", dtype_name(dtype), ")");
   auto storage = std::make_shared<Storage>(static_cast<size_t>(bytes), device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), dtype, sizes, strides, 0));
 }

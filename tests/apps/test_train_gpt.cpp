@@ -1,4 +1,4 @@
-// The pieces of `tessera train --model gpt2 / resnet50` (apps/): option parsing and checking, the MFU
+// The pieces of `tessera train` (apps/): option parsing and checking (every flag acted on or refused), the MFU
 // peak table, the text data's split and windows, the learning-rate schedule, and a tiny end-to-end
 // training run on the CPU.
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numbers>
+#include <set>
 #include <string>
 
 #include <unistd.h>
@@ -131,45 +132,76 @@ TEST(TrainCli, RejectsBadCombinations) {
   EXPECT_THROW(resolve_options(c, false), ts::ValueError);
 }
 
-// A flag the chosen model does not act on fails before training starts, naming the flag and the model;
-// --resume without a checkpoint to resume is an error, not a fresh start.
-TEST(TrainCli, FlagsAModelIgnoresAndAMissingCheckpointRaise) {
-  for (const char* model : {"gpt2", "resnet50"}) {
-    SCOPED_TRACE(model);
-    auto base = [&] {
-      TrainOptions t;
-      t.model = model;
-      if (t.model == "gpt2") t.data = "text:a.txt";
-      return t;
-    };
-    EXPECT_NO_THROW(resolve_options(base(), false));
-    TrainOptions t = base();
-    t.checkpoint = "ckpt";
-    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); })
-                  .find(std::string("--checkpoint is not supported with --model ") + model),
-              std::string::npos);
-    t = base();
-    t.metrics = "m.csv";
-    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--metrics"), std::string::npos);
-    t = base();
-    t.profile = "p.json";
-    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--profile"), std::string::npos);
-    t = base();
-    t.resume = true;
-    EXPECT_NE(message_of<ts::NotImplementedError>([&] { resolve_options(t, false); }).find("--resume"), std::string::npos);
+// Note [No flag silently ignored]: a flag the chosen model does not act on fails before training
+// starts, naming the flag and the model, also when its value is the default.
+TEST(TrainCli, FlagsAModelDoesNotActOnRaiseNamingFlagAndModel) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model", "cnn", "--layers", "2"},           {"--model", "cnn", "--steps", "10"},
+      {"--model", "mlp", "--stop-at", "3"},          {"--model", "resnet18", "--prompt", "hi"},
+      {"--model", "gpt2", "--data", "text:a.txt", "--epochs", "3"},  // 3 is the default: still refused
+      {"--model", "gpt2", "--data", "text:a.txt", "--limit-train", "100"},
+      {"--model", "resnet50", "--eval-every", "5"},  {"--model", "resnet50", "--epochs", "2"},
+      {"--model", "resnet50", "--temperature", "0.8"}};
+  for (const auto& args : cases) {
+    const TrainOptions t = parse(args);
+    SCOPED_TRACE(args[1] + " " + args[args.size() - 2]);
+    const std::string msg = message_of<ts::ValueError>([&] { resolve_options(t, false); });
+    EXPECT_NE(msg.find(args[args.size() - 2] + " does not apply to --model " + args[1]), std::string::npos) << msg;
   }
+  // Set in code rather than parsed: a value other than the default counts as given.
   TrainOptions c;
   c.model = "cnn";
-  c.resume = true;
-  EXPECT_NE(message_of<ts::ValueError>([&] { resolve_options(c, false); }).find("--resume needs --checkpoint"),
+  c.top_k = 5;
+  EXPECT_NE(message_of<ts::ValueError>([&] { resolve_options(c, false); }).find("--top-k does not apply to --model cnn (it applies to gpt2)"),
             std::string::npos);
+  // The flags a model acts on pass.
+  EXPECT_NO_THROW(resolve_options(parse({"--model", "gpt2", "--data", "text:a.txt", "--steps", "10", "--stop-at", "4",
+                                         "--checkpoint", "c", "--metrics", "m.csv", "--profile", "p.json"}),
+                                  false));
+  EXPECT_NO_THROW(resolve_options(parse({"--model", "resnet50", "--steps", "10", "--log-every", "2", "--checkpoint",
+                                         "c", "--metrics", "m.csv", "--profile", "p.json"}),
+                                  false));
+  EXPECT_NO_THROW(resolve_options(parse({"--model", "cnn", "--epochs", "2", "--limit-train", "64"}), false));
+  EXPECT_NE(message_of<ts::ValueError>([&] {
+              resolve_options(parse({"--model", "resnet50", "--steps", "10", "--stop-at", "11"}), false);
+            }).find("--stop-at 11 is past --steps 10"),
+            std::string::npos);
+}
+
+// Every option of the command is either one every model acts on or a row of the per-model table.
+TEST(TrainCli, EveryOptionHasARowInTheFlagTable) {
+  CLI::App app;
+  TrainOptions t;
+  add_train_options(app, t);
+  std::set<std::string> known(flags_for_every_model().begin(), flags_for_every_model().end());
+  for (const std::string& f : model_specific_flags()) known.insert(f);
+  int checked = 0;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_lnames().empty() || opt->get_lnames().front() == "help") continue;
+    EXPECT_TRUE(known.count("--" + opt->get_lnames().front())) << "--" << opt->get_lnames().front();
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
+}
+
+// --resume without a checkpoint to resume is an error, not a fresh start, for every model.
+TEST(TrainCli, ResumeWithoutACheckpointRaises) {
   const std::filesystem::path missing = std::filesystem::temp_directory_path() /
                                         ("tessera_no_checkpoint_" + std::to_string(::getpid()));
-  c.checkpoint = missing.string();
-  EXPECT_NE(message_of<ts::IOError>([&] { resolve_options(c, false); }).find("no checkpoint at"), std::string::npos);
-  std::filesystem::create_directories(missing);
-  EXPECT_NO_THROW(resolve_options(c, false));
-  std::filesystem::remove_all(missing);
+  for (const char* model : {"cnn", "gpt2", "resnet50"}) {
+    SCOPED_TRACE(model);
+    TrainOptions c;
+    c.model = model;
+    if (c.model == "gpt2") c.data = "text:a.txt";
+    c.resume = true;
+    EXPECT_NE(message_of<ts::ValueError>([&] { resolve_options(c, false); }).find("--resume needs --checkpoint"),
+              std::string::npos);
+    c.checkpoint = missing.string();
+    EXPECT_NE(message_of<ts::IOError>([&] { resolve_options(c, false); }).find("no checkpoint at"), std::string::npos);
+    std::filesystem::create_directories(missing);
+    EXPECT_NO_THROW(resolve_options(c, false));
+    std::filesystem::remove_all(missing);
+  }
 }
 
 TEST(Mfu, PeakTableKnowsTheGpus) {
@@ -306,4 +338,130 @@ TEST(TrainGpt, TinyRunOnTheCpuLearns) {
   EXPECT_LT(r.final_val_loss, std::log(256.0) - 1.0);  // well below the uniform byte's 5.55 nats
   EXPECT_EQ(r.sample.size(), 21u);                      // the newline prompt and 20 bytes
   std::filesystem::remove(path);
+}
+
+namespace {
+
+std::string words_file(const std::string& name) {
+  std::string text;
+  const char* words[] = {"the ", "lord ", "said ", "unto ", "moses ", "and ", "israel ", "land "};
+  uint32_t state = 1;
+  for (int i = 0; i < 3000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    text += words[(state >> 16) % 8];
+    if (i % 9 == 8) text += ".\n";
+  }
+  return temp_file(name, text);
+}
+
+TrainOptions tiny_gpt(const std::string& path) {
+  TrainOptions o;
+  o.model = "gpt2";
+  o.data = "text:" + path;
+  o.device = "cpu";
+  o.layers = 1;
+  o.heads = 2;
+  o.embd = 32;
+  o.context = 16;
+  o.batch_size = 4;
+  o.steps = 6;
+  o.log_every = 1;
+  o.eval_every = 3;
+  o.eval_iters = 2;
+  o.warmup = 2;
+  o.lr = 3e-3;
+  o.dropout = 0.1;  // draws from the default CPU generator at every step
+  o.sample_tokens = 0;
+  o.threads = 2;
+  return o;
+}
+
+// The rows compared bitwise: everything but the rate, which is a timing.
+void expect_same_curve(const std::vector<StepMetrics>& got, const std::vector<StepMetrics>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("row " + std::to_string(i));
+    EXPECT_EQ(got[i].step, want[i].step);
+    EXPECT_TRUE(same(got[i].train_loss, want[i].train_loss)) << got[i].train_loss << " vs " << want[i].train_loss;
+    EXPECT_TRUE(same(got[i].val_loss, want[i].val_loss)) << got[i].val_loss << " vs " << want[i].val_loss;
+    EXPECT_TRUE(same(got[i].lr, want[i].lr));
+  }
+}
+
+}  // namespace
+
+// Note [Resuming a step run]: a run stopped at step 2 (between evaluations) and resumed gives the loss
+// curve of the uninterrupted run bitwise, validation losses included; its metrics file holds the whole
+// curve, and --profile works in the resumed run.
+TEST(TrainGpt, ResumedRunContinuesTheLossCurveBitwise) {
+  const std::string path = words_file("resume.txt");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tessera_gpt_resume_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const GptRunResult straight = train_gpt(resolve_options(tiny_gpt(path), false));
+  ASSERT_EQ(straight.metrics.size(), 6u);
+  EXPECT_TRUE(std::isnan(straight.metrics[1].val_loss));
+  EXPECT_FALSE(std::isnan(straight.metrics[2].val_loss));
+
+  TrainOptions first = tiny_gpt(path);
+  first.checkpoint = (dir / "ckpt").string();
+  first.metrics = (dir / "m.csv").string();
+  first.stop_at = 2;
+  const GptRunResult a = train_gpt(resolve_options(first, false));
+  EXPECT_EQ(a.steps, 2);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ckpt" / "checkpoint.json"));
+
+  ts::manual_seed(999);  // whatever the process drew since, the checkpoint's generators decide
+  TrainOptions second = tiny_gpt(path);
+  second.checkpoint = first.checkpoint;
+  second.metrics = first.metrics;
+  second.profile = (dir / "trace.json").string();
+  second.resume = true;
+  const GptRunResult b = train_gpt(resolve_options(second, false));
+  EXPECT_EQ(b.steps, 6);
+  expect_same_curve(b.metrics, straight.metrics);
+  expect_same_curve(read_step_metrics_csv(first.metrics, 100), straight.metrics);  // the file round-trips
+  EXPECT_TRUE(std::filesystem::exists(dir / "m.svg"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "trace.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "trace.memory.svg"));
+
+  // A checkpoint of another model shape is refused, naming what disagrees.
+  TrainOptions other = second;
+  other.embd = 64;
+  other.profile.clear();
+  EXPECT_THROW(train_gpt(resolve_options(other, false)), ts::Error);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(path);
+}
+
+// ResNet-50 on the CPU at batch 1 (a few seconds a step on two cores): a run stopped after step 1 and
+// resumed equals the straight run, and the checkpoint and metrics flags write their files. (--profile
+// needs three steps in a run; it is the step window the GPT test covers.)
+TEST(TrainResnet50, ResumedRunContinuesBitwise) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tessera_r50_resume_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  TrainOptions o;
+  o.model = "resnet50";
+  o.device = "cpu";
+  o.batch_size = 1;
+  o.steps = 2;
+  o.log_every = 1;
+  o.threads = 2;
+  o.lr = 0.01;
+  const Resnet50RunResult straight = train_resnet50_synthetic(resolve_options(o, false));
+  ASSERT_EQ(straight.metrics.size(), 2u);
+  TrainOptions first = o;
+  first.checkpoint = (dir / "ckpt").string();
+  first.metrics = (dir / "m.csv").string();
+  first.stop_at = 1;
+  train_resnet50_synthetic(resolve_options(first, false));
+  TrainOptions second = first;
+  second.stop_at = 0;
+  second.resume = true;
+  const Resnet50RunResult b = train_resnet50_synthetic(resolve_options(second, false));
+  expect_same_curve(b.metrics, straight.metrics);
+  EXPECT_TRUE(std::filesystem::exists(dir / "m.svg"));
+  std::filesystem::remove_all(dir);
 }

@@ -135,11 +135,11 @@ TEST(GradConv, ConvTranspose2dEveryConfiguration) {
     check(fn, {x, w, b}, k.name, false);
     check(fn, {x, w, second_order_bias(b)}, k.name);
   }
-  const Layout& sliced = layouts()[2];
+  const std::vector<Layout> all = layouts();  // layouts() returns by value: hold it while its elements are used
   auto fn = [](const std::vector<ts::Tensor>& in) {
     return std::vector<ts::Tensor>{ts::conv_transpose2d(in[0], in[1], std::nullopt, 2)};
   };
-  check(fn, {leaf({1, 2, 2, 3}, 16, &sliced), leaf({2, 2, 2, 2}, 17, &layouts()[1])}, "strided");
+  check(fn, {leaf({1, 2, 2, 3}, 16, &all[2]), leaf({2, 2, 2, 2}, 17, &all[1])}, "strided");
 }
 
 TEST(GradPool, MaxPool2d) {

@@ -91,7 +91,8 @@ int64_t cats_in_backward(const Tensor& loss) {
   ts::profiler::profile p;
   loss.backward();
   p.stop();
-  const ts::profiler::KeyAverage* cat = p.key_averages().find("cat");
+  const ts::profiler::KeyAverages averages = p.key_averages();  // find() points into it: keep it alive
+  const ts::profiler::KeyAverage* cat = averages.find("cat");
   return cat ? cat->count : 0;
 }
 

@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -216,6 +221,79 @@ TEST(DataLoader, ExceptionInDatasetPropagates) {
     EXPECT_THAT(e.what(), HasSubstr("sample 17"));
   }
   EXPECT_EQ(batches, 3);
+}
+
+namespace {
+
+// A dataset whose sample `fail_at` throws a plain std::runtime_error (not a tessera::Error), after
+// the others have been slow enough that several workers are mid-sample when it does.
+class ThrowingDataset : public data::Dataset {
+ public:
+  explicit ThrowingDataset(int64_t n, int64_t fail_at) : n_(n), fail_at_(fail_at) {}
+  int64_t size() const override { return n_; }
+  data::Example get(int64_t index) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (index == fail_at_) throw std::runtime_error("ThrowingDataset: disk read failed at sample " + std::to_string(index));
+    return {ts::full({2}, static_cast<double>(index)), ts::scalar_tensor(index, ts::kInt64)};
+  }
+
+ private:
+  int64_t n_, fail_at_;
+};
+
+// Aborts the test binary if a scope outlives its deadline, so that a hang is a failure with a
+// message rather than a CI timeout.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds limit) : thread_([this, limit] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+        std::fprintf(stderr, "Watchdog: the DataLoader did not finish within its deadline (a hang)\n");
+        std::abort();
+      }
+    }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+// An exception inside a worker is re-raised in the iterating thread, with its type and the worker's
+// message, at the batch that holds the sample; the other workers are stopped and joined when the
+// iterator goes (no hang at exit), and the next epoch starts cleanly.
+TEST(DataLoader, WorkerExceptionIsReraisedWithItsMessageAndNothingHangs) {
+  Watchdog watchdog(std::chrono::seconds(60));
+  ThrowingDataset ds(400, 123);
+  data::DataLoader loader(ds, {.batch_size = 4, .num_workers = 4, .prefetch_factor = 4});
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    SCOPED_TRACE("epoch " + std::to_string(epoch));
+    int64_t batches = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (auto& [x, y] : loader) {
+        EXPECT_EQ(y[0].item<int64_t>(), batches * 4);  // the batches before the failure are intact, in order
+        ++batches;
+      }
+      ADD_FAILURE() << "expected the worker's std::runtime_error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("ThrowingDataset: disk read failed at sample 123"));
+    }
+    EXPECT_EQ(batches, 123 / 4);  // batch 30 holds sample 123
+    // Leaving the loop joined the workers promptly: well under the time the remaining 277 samples take.
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  }
 }
 
 TEST(DataLoader, EarlyBreakStopsAndJoinsWorkers) {

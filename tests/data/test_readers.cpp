@@ -281,6 +281,59 @@ TEST(Idx, DamagedGzipStreamsRaiseIOError) {
   expect_io_error([&] { ts::data::read_idx(dir.file("garbage.gz")); }, {dir.file("garbage.gz")});
 }
 
+// Truncated and corrupt files, cut at every few bytes: an IOError naming the file and the offset where
+// the data stops or goes wrong, never a short tensor or a crash.
+TEST(Idx, TruncatedFilesNameTheFileAndTheOffset) {
+  TempDir dir;
+  Bytes b = idx_header(0x0D, {8, 5});
+  for (int i = 0; i < 8 * 5 * 4; ++i) b.push_back(static_cast<uint8_t>((i * 31) % 256));
+  for (size_t cut = 0; cut < b.size(); cut += 7) {
+    SCOPED_TRACE("raw cut at " + std::to_string(cut));
+    write_raw(dir.file("cut.idx"), Bytes(b.begin(), b.begin() + static_cast<long>(cut)));
+    expect_io_error([&] { ts::data::read_idx(dir.file("cut.idx")); }, {dir.file("cut.idx"), "offset"});
+  }
+  write_gz(dir.file("ok.gz"), b);
+  const Bytes gz = read_file(dir.file("ok.gz"));
+  for (size_t cut = 0; cut + 1 < gz.size(); cut += 5) {
+    SCOPED_TRACE("gzip cut at " + std::to_string(cut));
+    write_raw(dir.file("cut.gz"), Bytes(gz.begin(), gz.begin() + static_cast<long>(cut)));
+    expect_io_error([&] { ts::data::read_idx(dir.file("cut.gz")); }, {dir.file("cut.gz"), "offset"});
+  }
+  // Trailing data after what the dims account for: the offset where it starts.
+  Bytes longer = b;
+  longer.push_back(0);
+  write_raw(dir.file("long.idx"), longer);
+  expect_io_error([&] { ts::data::read_idx(dir.file("long.idx")); },
+                  {dir.file("long.idx"), "past offset " + std::to_string(b.size())});
+  // A flipped byte in the deflate data or the trailer: the offset in the decompressed data.
+  for (size_t at : {size_t{12}, gz.size() - 6}) {
+    Bytes bad = gz;
+    bad[at] ^= 0x55;
+    write_raw(dir.file("bad.gz"), bad);
+    try {
+      (void)ts::data::read_idx(dir.file("bad.gz"));  // a flip deflate cannot notice is caught by the CRC
+      ADD_FAILURE() << "no error for a flipped byte at " << at;
+    } catch (const ts::IOError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(dir.file("bad.gz")));
+      EXPECT_THAT(e.what(), HasSubstr("offset"));
+    }
+  }
+}
+
+TEST(TextBytes, TruncatedGzipNamesTheFileAndTheOffset) {
+  TempDir dir;
+  Bytes bytes;
+  for (int i = 0; i < 5000; ++i) bytes.push_back(static_cast<uint8_t>((i * 7) % 251));
+  write_gz(dir.file("t.gz"), bytes);
+  const Bytes gz = read_file(dir.file("t.gz"));
+  for (size_t cut = 10; cut + 1 < gz.size(); cut += gz.size() / 7) {
+    SCOPED_TRACE("cut at " + std::to_string(cut));
+    write_raw(dir.file("cut.gz"), Bytes(gz.begin(), gz.begin() + static_cast<long>(cut)));
+    expect_io_error([&] { ts::data::TextByteDataset t(dir.file("cut.gz"), 8); },
+                    {"TextByteDataset", dir.file("cut.gz"), "offset"});
+  }
+}
+
 // ---- MNIST layout -------------------------------------------------------------------------------
 
 namespace {

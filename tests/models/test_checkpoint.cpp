@@ -8,6 +8,7 @@
 
 namespace ts = tessera;
 namespace fs = std::filesystem;
+using ts::testing::message_of;
 
 namespace {
 
@@ -89,6 +90,54 @@ TEST(Checkpoint, BadCheckpointsRaiseIOError) {
   ts::save_checkpoint(dir.string(), m);
   ts::models::MLP other(4, {9}, 2);
   EXPECT_THROW(ts::load_checkpoint(dir.string(), other), ts::ShapeError);
+  fs::remove_all(dir);
+}
+
+// The generators a training loop names are saved and restored with the checkpoint; asking for one the
+// checkpoint lacks is an IOError that changes nothing.
+TEST(Checkpoint, NamedGeneratorsRoundTrip) {
+  fs::path dir = scratch("generators");
+  ts::models::MLP m(4, {8}, 2);
+  ts::Generator batches(11), evals(12);
+  batches.set_offset(1234);
+  evals.set_offset(99);
+  ts::save_checkpoint(dir.string(), m, nullptr, nullptr, 7, {{"batches", &batches}, {"evals", &evals}});
+  ts::Generator b2(0), e2(0), missing(5);
+  EXPECT_EQ(ts::load_checkpoint(dir.string(), m, nullptr, nullptr, {{"batches", &b2}, {"evals", &e2}}), 7);
+  EXPECT_EQ(b2.seed(), 11u);
+  EXPECT_EQ(b2.offset(), 1234u);
+  EXPECT_EQ(e2.seed(), 12u);
+  EXPECT_EQ(e2.offset(), 99u);
+  ts::Generator b3(0);
+  EXPECT_NE(message_of<ts::IOError>([&] {
+              ts::load_checkpoint(dir.string(), m, nullptr, nullptr, {{"batches", &b3}, {"other", &missing}});
+            }).find("holds no state for generator 'other'"),
+            std::string::npos);
+  EXPECT_EQ(b3.seed(), 0u);  // untouched by the failed load
+  fs::remove_all(dir);
+}
+
+// A checkpoint.json whose fields have the wrong types or ranges is an IOError naming the file and the
+// field (parse_checkpoint_meta; fuzzed by fuzz/fuzz_checkpoint_meta.cpp).
+TEST(Checkpoint, MalformedMetadataRaisesIOErrorNamingTheField) {
+  ts::models::MLP m(4, {8}, 2);
+  fs::path dir = scratch("meta");
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"format": "tessera-checkpoint", "step": "three"})", "step must be a non-negative integer"},
+      {R"({"format": "tessera-checkpoint", "step": -1})", "step must be a non-negative integer"},
+      {R"({"format": "tessera-checkpoint", "generator": {"seed": -4, "offset": 0}})", "generator must be an object"},
+      {R"({"format": "tessera-checkpoint", "generators": {"g": 3}})", "generators.g must be an object"},
+      {R"({"format": "tessera-checkpoint", "scheduler": 5})", "scheduler must be a string"},
+      {R"([1, 2])", "is not a tessera checkpoint"},
+  };
+  for (const auto& [text, expect] : cases) {
+    SCOPED_TRACE(text);
+    ts::save_checkpoint(dir.string(), m);
+    { std::ofstream(dir / "checkpoint.json") << text; }
+    const std::string msg = message_of<ts::IOError>([&] { ts::load_checkpoint(dir.string(), m); });
+    EXPECT_NE(msg.find(expect), std::string::npos) << msg;
+    EXPECT_NE(msg.find("checkpoint.json"), std::string::npos) << msg;
+  }
   fs::remove_all(dir);
 }
 
