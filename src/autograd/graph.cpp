@@ -1,6 +1,7 @@
 #include "autograd/graph.h"
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/view_tracking.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -33,6 +34,7 @@ uint64_t next_hook_id() { return g_hook_id.fetch_add(1, std::memory_order_relaxe
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = meta_of(t);
   if (!m) return {};
+  if (m->view_base) refresh_view(t, *m);  // Note [View tracking]
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
   std::shared_ptr<GraphNode> acc = m->grad_accumulator.lock();

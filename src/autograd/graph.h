@@ -55,6 +55,14 @@ class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
   uint64_t sequence_nr_;
 };
 
+// How a tracked view was made, which decides whether it may be written in place (Note [View
+// tracking]); a view of a view keeps its parent's kind unless its own op says otherwise.
+enum class ViewCreation : uint8_t {
+  Default,      // an ordinary view: in-place writes rewrite the base's history
+  NoGradMode,   // made under no_grad from a base that requires grad: writing it with grad on is refused
+  MultiOutput,  // a piece of split / chunk / unbind: writing it with grad on is refused
+};
+
 // The autograd state of one tensor.
 struct AutogradMeta : AutogradMetaBase {
   Tensor grad;
@@ -64,6 +72,11 @@ struct AutogradMeta : AutogradMetaBase {
   bool retains_grad = false;
   std::vector<std::pair<uint64_t, TensorHook>> leaf_hooks;  // hooks on a leaf's incoming gradient
   std::vector<std::pair<uint64_t, PostAccumulateHook>> post_accumulate_hooks;
+  // Views only (view_base set, Note [View tracking]): how the view was made, and the base's grad_fn
+  // its own history was derived from; when the base's grad_fn is another one now (an in-place write
+  // to the base or through a sibling view), the view's grad_fn is regenerated from the base's.
+  ViewCreation view_creation = ViewCreation::Default;
+  std::weak_ptr<GraphNode> view_of_fn;
 };
 
 AutogradMeta* meta_of(const Tensor& t);          // null when the tensor has no autograd state
