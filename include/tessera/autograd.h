@@ -151,3 +151,5 @@ struct Function {
 
 }  // namespace autograd
 }  // namespace tessera
+
+#include "tessera/autograd/functional.h"  // autograd::functional: jacobian, hessian, vjp, jvp, vhp, hvp
