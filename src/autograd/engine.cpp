@@ -152,7 +152,7 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     bool any_grad = false;
     for (size_t s = 0; s < grads.size(); ++s) {
       if (grads[s].defined()) { any_grad = true; continue; }
-      if (!is_accumulator) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
+      if (!is_accumulator && node->materialize_grads()) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
     }
     std::vector<Tensor> outs;
     if (any_grad) outs = node->apply(std::move(grads));

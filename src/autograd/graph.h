@@ -44,6 +44,8 @@ class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
+  // Whether the engine hands apply() zeros for slots nobody fed (custom functions may opt out).
+  virtual bool materialize_grads() const { return true; }
   std::vector<std::shared_ptr<Node>> next_functions() const override;
 
   uint64_t sequence_nr() const { return sequence_nr_; }
