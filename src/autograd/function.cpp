@@ -204,10 +204,7 @@ std::vector<Tensor> apply_custom_function(std::string node_name, const std::vect
       rebase_view(out, node, self_inputs);  // Note [View tracking]
       continue;
     }
-    AutogradMeta& m = ensure_meta(out);
-    m.requires_grad = true;
-    m.grad_fn = node;
-    m.output_nr = static_cast<uint32_t>(i);
+    set_history(ensure_meta(out), node, static_cast<uint32_t>(i));
   }
 
   impl.node_name = node_name;

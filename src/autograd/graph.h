@@ -72,6 +72,7 @@ struct AutogradMeta : AutogradMetaBase {
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::weak_ptr<GraphNode> grad_accumulator;
   bool retains_grad = false;
+  uint64_t retain_hook_id = 0;              // the retain_grad hook, on grad_fn's slot output_nr
   std::vector<std::pair<uint64_t, TensorHook>> leaf_hooks;  // hooks on a leaf's incoming gradient
   std::vector<std::pair<uint64_t, PostAccumulateHook>> post_accumulate_hooks;
   // Views only (view_base set, Note [View tracking]): how the view was made, and the base's grad_fn
@@ -82,6 +83,9 @@ struct AutogradMeta : AutogradMetaBase {
 };
 
 AutogradMeta* meta_of(const Tensor& t);          // null when the tensor has no autograd state
+// Gives a tensor a new history (an in-place op, CopySlices, a regenerated view). A retain_grad hook
+// moves with it, so that .grad is the gradient of the tensor's current value, as in PyTorch 2.
+void set_history(AutogradMeta& m, std::shared_ptr<GraphNode> fn, uint32_t output_nr);
 AutogradMeta& ensure_meta(const Tensor& t);
 uint64_t next_hook_id();
 

@@ -34,10 +34,7 @@ class Stage final : public AutogradStage {
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& out = outputs[i];
       if (!out.defined() || !is_floating_point(out.dtype())) continue;
-      AutogradMeta& m = ensure_meta(out);
-      m.requires_grad = true;
-      m.grad_fn = node;
-      m.output_nr = static_cast<uint32_t>(i);
+      set_history(ensure_meta(out), node, static_cast<uint32_t>(i));
     }
     node->save_outputs(outputs);
   }

@@ -77,8 +77,9 @@ void Tensor::retain_grad() const {
   AutogradMeta& m = ensure_meta(*this);
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
+  m.retain_hook_id = autograd::next_hook_id();
   std::weak_ptr<TensorImpl> weak = impl_ptr();
-  m.grad_fn->pre_hooks[m.output_nr].emplace_back(autograd::next_hook_id(), [weak](const Tensor& g) {
+  m.grad_fn->pre_hooks[m.output_nr].emplace_back(m.retain_hook_id, [weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
       AutogradMeta& mm = static_cast<AutogradMeta&>(*impl->autograd_meta);
       Tensor copy = g.detach().clone();

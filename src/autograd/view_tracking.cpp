@@ -146,10 +146,7 @@ AutogradMeta* base_meta(const AutogradMeta& m) {
 // Gives view `t` the history "a view of its base's current history".
 void install_view_grad_fn(const Tensor& t, AutogradMeta& m) {
   Tensor base(m.view_base);
-  auto node = std::make_shared<ViewOfBaseBackward>(base, t);
-  m.grad_fn = node;
-  m.output_nr = 0;
-  m.requires_grad = true;
+  set_history(m, std::make_shared<ViewOfBaseBackward>(base, t), 0);
   AutogradMeta* bm = base_meta(m);
   m.view_of_fn = bm ? bm->grad_fn : nullptr;
 }
@@ -234,10 +231,7 @@ void rebase_view(const Tensor& self, std::shared_ptr<GraphNode> fn, const std::v
   AutogradMeta& m = *meta_of(self);
   Tensor base(m.view_base);
   auto cs = std::make_shared<CopySlices>(base, self, std::move(fn), self_inputs);
-  AutogradMeta& bm = ensure_meta(base);
-  bm.requires_grad = true;
-  bm.grad_fn = cs;
-  bm.output_nr = 0;
+  set_history(ensure_meta(base), cs, 0);
   install_view_grad_fn(self, m);
 }
 

@@ -221,3 +221,21 @@ TEST(AutogradInplaceView, VersionCounterCatchesASavedTensorWrittenThroughAView) 
   EXPECT_NE(msg.find("one of the variables needed for gradient computation has been modified by an inplace "
                      "operation: [float64 [4]], which is output of ExpBackward0"), std::string::npos) << msg;
 }
+
+// .grad of a tensor that retains grad is the gradient of its value after an in-place op (the retain
+// hook moves to the new history), as PyTorch 2 documents. python3-torch 1.13 agrees for a write to
+// the tensor itself (y.grad = [20, 20, 20] below); 1.13 still left the hook behind for a write
+// through a view.
+TEST(AutogradInplaceView, RetainGradFollowsTheCurrentValue) {
+  ts::Tensor w = ts::ones({3}, ts::kFloat64).requires_grad_();
+  ts::Tensor y = w * 2;
+  y.retain_grad();
+  y.mul_(5);
+  (y * y).sum().backward();
+  EXPECT_EQ(values(y.grad()), (std::vector<double>{20, 20, 20}));
+  ts::Tensor y2 = w * 2;
+  y2.retain_grad();
+  y2.slice(0, 0, 1).mul_(5);
+  (y2 * y2).sum().backward();
+  EXPECT_EQ(values(y2.grad()), (std::vector<double>{20, 4, 4}));
+}
