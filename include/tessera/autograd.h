@@ -5,7 +5,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <typeinfo>
 #include <optional>
 #include <string>
@@ -98,20 +100,33 @@ bool gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs, Gra
 //   Tensor y = MyExp::apply(x);
 // apply() forwards all its arguments to forward(); the Tensor arguments are the function's inputs,
 // others (scalars, options) are passed through and may be kept in ctx.scalars / ctx.values.
-// forward runs under no_grad; backward returns one gradient per Tensor argument, in order
-// (undefined for an input that takes none) and runs with grad mode = create_graph, so it is
-// differentiable again when written with tessera ops. The node is named `Derived::name` when the
-// class declares `static constexpr const char* name`, else "<ClassName>Backward".
+// forward returns a Tensor, a std::vector<Tensor> or a std::tuple of Tensors (several outputs), and
+// apply() returns the same; backward receives one gradient per output (grad_outputs[i], zeros where
+// none flowed unless set_materialize_grads(false)) and returns one gradient per Tensor argument, in
+// order (undefined for an input that takes none). forward runs under no_grad; backward runs with
+// grad mode = create_graph, so it is differentiable again when written with tessera ops; a class
+// declaring `static constexpr bool once_differentiable = true` has its backward run under no_grad,
+// and differentiating its result again raises (PyTorch's @once_differentiable). The node is named
+// `Derived::name` when the class declares `static constexpr const char* name`, else
+// "<ClassName>Backward".
 class FunctionContext {
  public:
   FunctionContext();
-  // Tensors backward needs; inputs and the output may be saved. Unpacking in backward checks that
+  // Tensors backward needs; inputs and outputs may be saved. Unpacking in backward checks that
   // none was modified in place since (ValueError otherwise).
   void save_for_backward(std::vector<Tensor> tensors);
   // The vector is held by the context, so `const Tensor& x = ctx.saved_tensors()[0];` stays valid.
   const std::vector<Tensor>& saved_tensors() const;
   // needs_input_grad()[i]: whether Tensor argument i takes a gradient (valid in forward and backward).
   const std::vector<bool>& needs_input_grad() const;
+  // In forward: inputs that forward modified in place (each must be returned as an output); their
+  // history continues from this function, as an in-place op's (through the base for a view).
+  void mark_dirty(std::vector<Tensor> tensors);
+  // In forward: outputs that take no gradient (indices, masks); they do not require grad, and their
+  // grad_outputs in backward are zeros (or undefined without materialized gradients).
+  void mark_non_differentiable(std::vector<Tensor> tensors);
+  // false: grad_outputs of outputs that received no gradient arrive undefined instead of as zeros.
+  void set_materialize_grads(bool value);
 
   std::map<std::string, double> scalars;      // non-tensor arguments forward keeps for backward
   std::map<std::string, std::any> values;
@@ -121,10 +136,11 @@ class FunctionContext {
 };
 
 namespace detail {
-using CustomForward = std::function<Tensor(FunctionContext&)>;
+using CustomForward = std::function<std::vector<Tensor>(FunctionContext&)>;
 using CustomBackward = std::vector<Tensor> (*)(FunctionContext&, const std::vector<Tensor>&);
-Tensor apply_custom_function(std::string node_name, const std::vector<Tensor>& inputs,
-                             const CustomForward& forward, CustomBackward backward);
+std::vector<Tensor> apply_custom_function(std::string node_name, const std::vector<Tensor>& inputs,
+                                          const CustomForward& forward, CustomBackward backward,
+                                          bool once_differentiable);
 // "ns::(anonymous namespace)::MyExp" -> "MyExpBackward"; "CustomFunctionBackward" if unknown.
 std::string custom_node_name(const char* mangled);
 
@@ -132,22 +148,50 @@ template <class T>
 void collect_tensor(std::vector<Tensor>& out, const T& arg) {
   if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) out.push_back(arg);
 }
+
+// forward's outputs as a vector and back, for Tensor, std::vector<Tensor> and std::tuple<Tensor...>.
+template <class R> struct Outputs;
+template <> struct Outputs<Tensor> {
+  static std::vector<Tensor> to(Tensor t) { return {std::move(t)}; }
+  static Tensor from(std::vector<Tensor>&& v) { return std::move(v[0]); }
+};
+template <> struct Outputs<std::vector<Tensor>> {
+  static std::vector<Tensor> to(std::vector<Tensor> v) { return v; }
+  static std::vector<Tensor> from(std::vector<Tensor>&& v) { return std::move(v); }
+};
+template <class... T> struct Outputs<std::tuple<T...>> {
+  static_assert((std::is_same_v<T, Tensor> && ...), "autograd::Function: forward's tuple must hold Tensors only");
+  static std::vector<Tensor> to(std::tuple<T...> t) {
+    return std::apply([](auto&&... x) { return std::vector<Tensor>{std::move(x)...}; }, std::move(t));
+  }
+  static std::tuple<T...> from(std::vector<Tensor>&& v) {
+    return [&]<size_t... I>(std::index_sequence<I...>) { return std::tuple<T...>{std::move(v[I])...}; }(
+        std::index_sequence_for<T...>{});
+  }
+};
 }  // namespace detail
 
 template <class Derived>
 struct Function {
   template <class... Args>
-  static Tensor apply(Args&&... args) {
+  static auto apply(Args&&... args) {
+    using R = std::decay_t<decltype(Derived::forward(std::declval<FunctionContext&>(), args...))>;
     std::vector<Tensor> inputs;
     (detail::collect_tensor(inputs, args), ...);
     std::string node_name;
     if constexpr (requires { Derived::name; }) node_name = Derived::name;
     else node_name = detail::custom_node_name(typeid(Derived).name());
-    return detail::apply_custom_function(
+    bool once = false;
+    if constexpr (requires { Derived::once_differentiable; }) once = Derived::once_differentiable;
+    std::vector<Tensor> outs = detail::apply_custom_function(
         std::move(node_name), inputs,
-        [&](FunctionContext& ctx) -> Tensor { return Derived::forward(ctx, args...); }, &Derived::backward);
+        [&](FunctionContext& ctx) { return detail::Outputs<R>::to(Derived::forward(ctx, args...)); },
+        &Derived::backward, once);
+    return detail::Outputs<R>::from(std::move(outs));
   }
 };
 
 }  // namespace autograd
 }  // namespace tessera
+
+#include "tessera/autograd/functional.h"  // autograd::functional: jacobian, hessian, vjp, jvp, vhp, hvp

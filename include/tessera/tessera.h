@@ -18,6 +18,7 @@
 #include "tessera/nn.h"
 #include "tessera/models.h"
 #include "tessera/checkpoint.h"
+#include "tessera/utils/checkpoint.h"
 #include "tessera/compile.h"
 #include "tessera/profiler.h"
 #include "tessera/cuda_graph.h"

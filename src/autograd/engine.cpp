@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/engine_state.h"
 #include "autograd/graph.h"
 #include "ops/autocast_hook.h"
 #include "ops/trace_hook.h"
@@ -15,6 +16,16 @@ namespace tessera::autograd {
 namespace {
 
 thread_local bool t_anomaly = false;
+thread_local bool t_grad_call = false;  // in_grad_call()
+
+class GradCallScope {
+ public:
+  explicit GradCallScope(bool grad_call) : prev_(t_grad_call) { t_grad_call = grad_call; }
+  ~GradCallScope() { t_grad_call = prev_; }
+
+ private:
+  bool prev_;
+};
 
 struct Capture {
   GraphNode* fn;
@@ -72,6 +83,7 @@ void check_anomaly(const GraphNode& node, const std::vector<Tensor>& grads) {
 std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool keep_graph,
                         bool create_graph, const std::vector<Edge>& capture_edges) {
   const bool capturing = !capture_edges.empty();
+  GradCallScope grad_call(capturing);
   std::vector<Capture> captures;
   std::unordered_set<GraphNode*> capture_nodes;
   for (size_t i = 0; i < capture_edges.size(); ++i) {
@@ -152,7 +164,7 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     bool any_grad = false;
     for (size_t s = 0; s < grads.size(); ++s) {
       if (grads[s].defined()) { any_grad = true; continue; }
-      if (!is_accumulator) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
+      if (!is_accumulator && node->materialize_grads()) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
     }
     std::vector<Tensor> outs;
     if (any_grad) outs = node->apply(std::move(grads));
@@ -202,6 +214,7 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& roots, const char* op) {
 }  // namespace
 
 void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
+bool in_grad_call() { return t_grad_call; }
 bool is_anomaly_enabled() { return t_anomaly; }
 
 // A backward pass inside a program that the compiler captures ends its graph: gradients reach .grad

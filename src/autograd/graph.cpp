@@ -1,6 +1,9 @@
 #include "autograd/graph.h"
 
+#include <algorithm>
+
 #include "autograd/accumulate_grad.h"
+#include "autograd/view_tracking.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -28,11 +31,26 @@ AutogradMeta& ensure_meta(const Tensor& t) {
   return static_cast<AutogradMeta&>(*slot);
 }
 
+void set_history(AutogradMeta& m, std::shared_ptr<GraphNode> fn, uint32_t output_nr) {
+  if (m.retains_grad && m.grad_fn && (m.grad_fn != fn || m.output_nr != output_nr)) {
+    auto& old = m.grad_fn->pre_hooks[m.output_nr];
+    auto it = std::find_if(old.begin(), old.end(), [&](const auto& p) { return p.first == m.retain_hook_id; });
+    if (it != old.end() && fn) {
+      fn->pre_hooks[output_nr].push_back(std::move(*it));
+      old.erase(it);
+    }
+  }
+  m.requires_grad = true;
+  m.grad_fn = std::move(fn);
+  m.output_nr = output_nr;
+}
+
 uint64_t next_hook_id() { return g_hook_id.fetch_add(1, std::memory_order_relaxed); }
 
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = meta_of(t);
   if (!m) return {};
+  if (m->view_base) refresh_view(t, *m);  // Note [View tracking]
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
   if (!m->requires_grad) return {};
   std::shared_ptr<GraphNode> acc = m->grad_accumulator.lock();

@@ -44,6 +44,8 @@ class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grads) = 0;
   // Drops saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
+  // Whether the engine hands apply() zeros for slots nobody fed (custom functions may opt out).
+  virtual bool materialize_grads() const { return true; }
   std::vector<std::shared_ptr<Node>> next_functions() const override;
 
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -55,6 +57,14 @@ class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
   uint64_t sequence_nr_;
 };
 
+// How a tracked view was made, which decides whether it may be written in place (Note [View
+// tracking]); a view of a view keeps its parent's kind unless its own op says otherwise.
+enum class ViewCreation : uint8_t {
+  Default,      // an ordinary view: in-place writes rewrite the base's history
+  NoGradMode,   // made under no_grad from a base that requires grad: writing it with grad on is refused
+  MultiOutput,  // a piece of split / chunk / unbind: writing it with grad on is refused
+};
+
 // The autograd state of one tensor.
 struct AutogradMeta : AutogradMetaBase {
   Tensor grad;
@@ -62,11 +72,20 @@ struct AutogradMeta : AutogradMetaBase {
   uint32_t output_nr = 0;                   // which output of grad_fn this tensor is
   std::weak_ptr<GraphNode> grad_accumulator;
   bool retains_grad = false;
+  uint64_t retain_hook_id = 0;              // the retain_grad hook, on grad_fn's slot output_nr
   std::vector<std::pair<uint64_t, TensorHook>> leaf_hooks;  // hooks on a leaf's incoming gradient
   std::vector<std::pair<uint64_t, PostAccumulateHook>> post_accumulate_hooks;
+  // Views only (view_base set, Note [View tracking]): how the view was made, and the base's grad_fn
+  // its own history was derived from; when the base's grad_fn is another one now (an in-place write
+  // to the base or through a sibling view), the view's grad_fn is regenerated from the base's.
+  ViewCreation view_creation = ViewCreation::Default;
+  std::weak_ptr<GraphNode> view_of_fn;
 };
 
 AutogradMeta* meta_of(const Tensor& t);          // null when the tensor has no autograd state
+// Gives a tensor a new history (an in-place op, CopySlices, a regenerated view). A retain_grad hook
+// moves with it, so that .grad is the gradient of the tensor's current value, as in PyTorch 2.
+void set_history(AutogradMeta& m, std::shared_ptr<GraphNode> fn, uint32_t output_nr);
 AutogradMeta& ensure_meta(const Tensor& t);
 uint64_t next_hook_id();
 

@@ -1,6 +1,8 @@
 // Recording op calls into the graph (the autograd stage) and running their derivatives.
 #include "autograd/op_node.h"
 
+#include "autograd/view_tracking.h"
+
 #include <array>
 #include <cctype>
 
@@ -23,20 +25,39 @@ class Stage final : public AutogradStage {
     TS_CHECK(attrs.kind() == op_info(op).attrs, ValueError, op_name(op), ": recorded with ",
              OpAttrs::attrs_kind_name(attrs.kind()), " attributes, but the op table says ",
              OpAttrs::attrs_kind_name(op_info(op).attrs));
+    if (op_info(op).kind == OpKind::InPlace && outputs.size() == 1 && is_tracked_view(outputs[0])) {
+      record_through_view(op, d, inputs, outputs[0], std::move(attrs));
+      return;
+    }
     auto node = std::make_shared<OpNode>(op, d, inputs, outputs, std::move(attrs));
-    // Outputs of a view alias their input: an in-place op on one would have to rewrite the base's
-    // history too, which is refused for now (check_inplace in ops/autograd_hook.cpp).
-    const bool view = is_view_op(op);
+    // Outputs of a view op learn their base from track_views (Note [View tracking]).
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Tensor& out = outputs[i];
       if (!out.defined() || !is_floating_point(out.dtype())) continue;
-      AutogradMeta& m = ensure_meta(out);
-      m.requires_grad = true;
-      m.grad_fn = node;
-      m.output_nr = static_cast<uint32_t>(i);
-      m.is_view = m.is_view || view;
+      set_history(ensure_meta(out), node, static_cast<uint32_t>(i));
     }
     node->save_outputs(outputs);
+  }
+
+  void track_views(const Tensor& self, const std::vector<Tensor>& views, bool multi_output) override {
+    autograd::track_views(self, views, multi_output);
+  }
+  void check_inplace(const char* op, const Tensor& self) override { check_inplace_view(op, self); }
+
+ private:
+  // In-place op `op` wrote tracked view `self` (Note [View tracking]): its node goes into the base's
+  // CopySlices. Its derivative must not read its output (the view's new value has the base's
+  // history, not the node's): the in-place forms whose derivative does (relu_) write views through
+  // copy_ (tensor_methods.cpp).
+  static void record_through_view(OpId op, const Derivative* d, const std::vector<Tensor>& inputs, const Tensor& self,
+                                  OpAttrs&& attrs) {
+    TS_CHECK(!d->save_outputs, ValueError, op_name(op), ": its derivative reads its output, which an in-place "
+             "write through a view cannot provide; this in-place form must write views through copy_");
+    auto fn = std::make_shared<OpNode>(op, d, inputs, std::vector<Tensor>{self}, std::move(attrs));
+    std::vector<size_t> self_inputs;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].is_same(self)) self_inputs.push_back(i);
+    rebase_view(self, std::move(fn), self_inputs);
   }
 };
 

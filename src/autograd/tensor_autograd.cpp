@@ -1,6 +1,7 @@
 // The Tensor's autograd methods (tensor.h "autograd"), and the in-place checks the op layer calls.
 #include "autograd/accumulate_grad.h"
 #include "autograd/graph.h"
+#include "autograd/view_tracking.h"
 #include "ops/autograd_hook.h"
 #include "tessera/autograd.h"
 #include "tessera/functions.h"
@@ -28,10 +29,7 @@ Tensor& Tensor::requires_grad_(bool rg) {
   return *this;
 }
 
-bool Tensor::is_leaf() const {
-  AutogradMeta* m = meta_of(*this);
-  return !m || !m->grad_fn;
-}
+bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
 
 Tensor Tensor::grad() const {
   AutogradMeta* m = meta_of(*this);
@@ -65,6 +63,7 @@ Tensor Tensor::detach() const { return make_view(*this, sizes(), strides(), stor
 
 Tensor& Tensor::detach_() {
   if (AutogradMeta* m = meta_of(*this)) {
+    TS_CHECK(!m->view_base, ValueError, "detach_: Can't detach views in-place. Use detach() instead.");
     m->grad_fn.reset();
     m->requires_grad = false;
     m->is_view = false;
@@ -74,11 +73,13 @@ Tensor& Tensor::detach_() {
 
 void Tensor::retain_grad() const {
   TS_CHECK(requires_grad(), ValueError, "retain_grad: can't retain_grad on a Tensor that has requires_grad=false");
+  (void)grad_fn();  // a view's history is current first (Note [View tracking])
   AutogradMeta& m = ensure_meta(*this);
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
+  m.retain_hook_id = autograd::next_hook_id();
   std::weak_ptr<TensorImpl> weak = impl_ptr();
-  m.grad_fn->pre_hooks[m.output_nr].emplace_back(autograd::next_hook_id(), [weak](const Tensor& g) {
+  m.grad_fn->pre_hooks[m.output_nr].emplace_back(m.retain_hook_id, [weak](const Tensor& g) {
     if (auto impl = weak.lock()) {
       AutogradMeta& mm = static_cast<AutogradMeta&>(*impl->autograd_meta);
       Tensor copy = g.detach().clone();
@@ -95,11 +96,14 @@ bool Tensor::retains_grad() const {
 
 std::shared_ptr<Node> Tensor::grad_fn() const {
   AutogradMeta* m = meta_of(*this);
-  return m ? m->grad_fn : nullptr;
+  if (!m) return nullptr;
+  if (m->view_base) autograd::refresh_view(*this, *m);  // Note [View tracking]
+  return m->grad_fn;
 }
 
 uint64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   TS_CHECK(requires_grad(), ValueError, "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  (void)grad_fn();  // a view's history is current first (Note [View tracking])
   AutogradMeta& m = ensure_meta(*this);
   uint64_t id = autograd::next_hook_id();
   if (m.grad_fn) m.grad_fn->pre_hooks[m.output_nr].emplace_back(id, std::move(hook));

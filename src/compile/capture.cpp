@@ -401,8 +401,8 @@ namespace {
 
 // Whether the outputs can be the outputs of one autograd node: none is a graph input, or a view of
 // one (through views and in-place writes back to an input), and none is listed twice. Views of
-// intermediates are allowed; their node marks them views, so that an in-place write to one is
-// refused as autograd refuses it for any view (check_inplace).
+// intermediates are allowed; their node marks the aliasing ones as views autograd cannot track, so
+// that an in-place write to one is refused (Note [View tracking] in autograd/view_tracking.h).
 bool outputs_are_fresh(const Graph& g) {
   std::vector<char> seen(g.values.size(), 0);
   for (int v : g.outputs) {

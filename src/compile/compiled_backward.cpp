@@ -65,7 +65,10 @@ void attach_backward(std::shared_ptr<const BackwardProgram> program, const std::
     m.requires_grad = true;
     m.grad_fn = node;
     m.output_nr = static_cast<uint32_t>(k);
-    m.is_view = m.is_view || shares_storage(o, outputs, k);
+    // Its history is the compiled node's: a view it may be of an executor buffer is not tracked, so
+    // an in-place write to it is refused rather than given a regenerated history (Note [View tracking]).
+    m.is_view = m.is_view || m.view_base != nullptr || shares_storage(o, outputs, k);
+    m.view_base.reset();
   }
 }
 

@@ -29,7 +29,7 @@ Sequential& Sequential::push_back(std::shared_ptr<Module> m) {
 }
 
 Tensor Sequential::forward(Tensor input) {
-  for (const auto& m : *this) input = m->forward(std::move(input));
+  for (const auto& m : *this) input = (*m)(std::move(input));  // with each child's hooks
   return input;
 }
 

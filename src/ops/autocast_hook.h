@@ -50,6 +50,19 @@ inline bool autocast_pending() { return detail::t_autocast_state - 1u < 0xFFFFu;
 uint32_t autocast_device_mask();
 void set_autocast_device_mask(uint32_t mask);
 
+// Lifts every exclusion for a scope (the backward engine's, a policy op's), restoring them after:
+// activation checkpointing recomputes a forward inside the backward under the forward's autocast.
+class AutocastIncludeGuard {
+ public:
+  AutocastIncludeGuard() : excluded_(detail::t_autocast_state & ~0xFFFFu) { detail::t_autocast_state -= excluded_; }
+  ~AutocastIncludeGuard() { detail::t_autocast_state += excluded_; }
+  AutocastIncludeGuard(const AutocastIncludeGuard&) = delete;
+  AutocastIncludeGuard& operator=(const AutocastIncludeGuard&) = delete;
+
+ private:
+  uint32_t excluded_;
+};
+
 // Autocast off on this thread for a scope (the body of a policy op; the cast itself).
 class AutocastExcludeGuard {
  public:

@@ -9,15 +9,11 @@ std::atomic<AutogradStage*> g_stage{nullptr};
 void set_autograd_stage(AutogradStage* stage) { g_stage.store(stage); }
 AutogradStage* autograd_stage() { return g_stage.load(std::memory_order_relaxed); }
 
-void check_inplace(const char* op, const Tensor& self) {
-  if (!is_grad_enabled() || !requires_grad(self)) return;
-  TS_CHECK(!self.is_leaf(), ValueError, op, ": a leaf Variable that requires grad is being used in an in-place "
-           "operation.");
-  // Writing through a view would have to rewrite its base's history as well (PyTorch's CopySlices);
-  // until that exists, refuse rather than let the base's gradient come out wrong.
-  TS_CHECK(!self.impl()->autograd_meta->is_view, NotImplementedError, op,
-           ": in-place modification of a view of a tensor that requires grad is not supported; modify the "
-           "base tensor, or clone() the view first");
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others) {
+  if (!is_grad_enabled() || autograd_stage() == nullptr || !self.defined() || !self.impl()->autograd_meta) return;
+  bool involved = requires_grad(self);
+  for (const Tensor* t : others) involved = involved || (t && requires_grad(*t));
+  if (involved) autograd_stage()->check_inplace(op, self);
 }
 
 void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs) {

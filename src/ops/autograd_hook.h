@@ -29,13 +29,25 @@ class AutogradStage {
   virtual ~AutogradStage() = default;
   virtual void record(OpId op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                       OpAttrs&& attrs) = 0;
+  // `views` were made from `self` by a view op (Note [View tracking]); `multi_output` for the pieces
+  // of split, chunk and unbind.
+  virtual void track_views(const Tensor& self, const std::vector<Tensor>& views, bool multi_output) {}
+  // Before an in-place op writes `self` while something involved requires grad: raises for leaves and
+  // for views that cannot be written through (PyTorch's errors).
+  virtual void check_inplace(const char* op, const Tensor& self) {}
 };
 
 void set_autograd_stage(AutogradStage* stage);
 AutogradStage* autograd_stage();
 
+// A view requires grad when its base does (Note [View tracking]).
 inline bool requires_grad(const Tensor& t) {
-  return t.defined() && t.impl()->autograd_meta && t.impl()->autograd_meta->requires_grad;
+  if (!t.defined()) return false;
+  const AutogradMetaBase* m = t.impl()->autograd_meta.get();
+  if (!m) return false;
+  if (m->requires_grad) return true;
+  const TensorImpl* base = m->view_base.get();
+  return base && base->autograd_meta && base->autograd_meta->requires_grad;
 }
 
 // Autograd's own condition: grad mode on, the stage registered, an input requiring grad.
@@ -65,9 +77,20 @@ inline void record_op_untraced(OpId op, const std::vector<Tensor>& inputs, const
     autograd_stage()->record(op, inputs, outputs, std::move(attrs));
 }
 
-// Before an in-place op writes `self`: refuses leaves that require grad, and views of tensors that
-// require grad (their base's history would have to change too, which is not supported).
-void check_inplace(const char* op, const Tensor& self);
+// Before an in-place op writes `self` from `others`: refuses leaves that require grad, views of them,
+// and the views PyTorch refuses to write through (made in no_grad mode, pieces of split/unbind), when
+// self or one of `others` requires grad. A write through any other view rewrites its base's history
+// (CopySlices, Note [View tracking]).
+void check_inplace(const char* op, const Tensor& self, std::initializer_list<const Tensor*> others = {});
+// After a view op made `views` of `self`: lets autograd know their base (Note [View tracking]). Skipped
+// inside the body of an op that records itself (its views are implementation), for non-float
+// tensors, and under no_grad for a base that does not require grad.
+inline void track_views(const Tensor& self, const std::vector<Tensor>& views, bool multi_output = false) {
+  AutogradStage* stage = autograd_stage();
+  if (stage == nullptr || detail::t_trace_suppress > 0 || !is_floating_point(self.dtype())) return;
+  if (!is_grad_enabled() && !requires_grad(self)) return;
+  stage->track_views(self, views, multi_output);
+}
 // After an in-place op wrote `self` from `inputs`: records it so that self's history continues from
 // the op ("rebase"). Does nothing unless self or an input takes part in autograd.
 void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});

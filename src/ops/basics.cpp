@@ -50,7 +50,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   check_defined("copy_", *this, "self");
   check_defined("copy_", src, "src");
   broadcast_shapes(sizes(), src.sizes(), "copy_");
-  check_inplace("copy_", *this);
+  check_inplace("copy_", *this, {&src});
   Tensor s = src.expand(sizes());
   check_writable("copy_", *this);
   if (device() == src.device()) {

@@ -33,6 +33,7 @@ Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
            " can't be cast to the desired output type ", dtype_name(self.dtype()));
   TS_CHECK(result.sizes() == self.sizes(), ShapeError, op, ": output with shape ", self.sizes(),
            " doesn't match the broadcast shape ", result.sizes());
+  check_inplace(op, self, {&result});  // under the op's own name, before copy_ repeats it
   self.copy_(result);
   return self;
 }
@@ -95,7 +96,7 @@ bool in_place_kernel_ok(const Tensor& self, const Scalar& other) {
 template <class Kernel>
 Tensor& run_in_place(OpId op, Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs, Kernel&& kernel) {
   OpScope scope(op, inputs);
-  check_inplace(op_name(op), self);
+  check_inplace(op_name(op), self, {inputs.size() > 1 ? &inputs[1] : nullptr});
   {
     NoGradGuard no_record;  // the out= forms refuse recording; this op records itself below
     kernel();
@@ -167,7 +168,10 @@ Tensor Tensor::sigmoid() const { return tessera::sigmoid(*this); }
 Tensor& Tensor::sigmoid_() { return assign_inplace("sigmoid_", *this, tessera::sigmoid(*this)); }
 Tensor Tensor::relu() const { return tessera::relu(*this); }
 Tensor& Tensor::relu_() {
-  if (!in_place_kernel_ok(*this)) return assign_inplace("relu_", *this, tessera::relu(*this));
+  // relu's node saves its output; on a view in the graph the output's history is the base's
+  // (CopySlices, Note [View tracking]), so the write goes through copy_ there.
+  const bool graph_view = tessera::requires_grad(*this) && impl()->autograd_meta->is_view;
+  if (graph_view || !in_place_kernel_ok(*this)) return assign_inplace("relu_", *this, tessera::relu(*this));
   return run_in_place(OpId::relu_, *this, {*this}, {}, [&] { tessera::relu_out(*this, *this); });
 }
 Tensor Tensor::silu() const { return tessera::silu(*this); }

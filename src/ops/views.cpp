@@ -78,6 +78,7 @@ std::optional<Shape> view_strides(const Shape& oldshape, const Shape& oldstride,
 Tensor recorded(OpId op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
   OpScope scope(op, {&self});
   if (should_record({&self})) record_op(op, {self}, {out}, std::move(attrs));
+  track_views(self, {out});
   return out;
 }
 
@@ -90,7 +91,10 @@ Tensor recorded(OpId op, const Tensor& self, Tensor out, OpAttrs attrs = {}) {
 template <class Redo>
 Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, std::vector<Scalar> call, Redo&& redo) {
   OpScope scope(op, {&self});  // the probe's view runs nested in it, as implementation
-  if (!should_record({&self})) return out;
+  if (!should_record({&self})) {
+    track_views(self, {out});
+    return out;
+  }
   Tensor probe = make_empty(self.sizes(), self.dtype(), kMeta);
   Tensor g;
   {
@@ -104,6 +108,7 @@ Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, std::vector<Sca
   attrs.ints.push_back(g.storage_offset());
   attrs.scalars = std::move(call);
   record_op(op, {self}, {out}, std::move(attrs));
+  track_views(self, {out});
   return out;
 }
 
@@ -117,11 +122,13 @@ Tensor recorded_strided(OpId op, const Tensor& self, Tensor out, std::vector<Sca
 std::vector<Tensor> recorded_pieces(OpId op, const Tensor& self, std::vector<Tensor> pieces, int64_t d,
                                     const std::vector<int64_t>& lengths) {
   OpScope scope(op, {&self});
-  if (!should_record({&self})) return pieces;
-  OpAttrs attrs;
-  attrs.ints.push_back(d);
-  attrs.ints.insert(attrs.ints.end(), lengths.begin(), lengths.end());
-  record_op(op, {self}, pieces, std::move(attrs));
+  if (should_record({&self})) {
+    OpAttrs attrs;
+    attrs.ints.push_back(d);
+    attrs.ints.insert(attrs.ints.end(), lengths.begin(), lengths.end());
+    record_op(op, {self}, pieces, std::move(attrs));
+  }
+  track_views(self, pieces, /*multi_output=*/true);
   return pieces;
 }
 

@@ -15,7 +15,11 @@ namespace tessera {
 struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
   bool requires_grad = false;
-  bool is_view = false;  // made by a recorded view op: shares memory with a tensor in the graph
+  bool is_view = false;  // shares memory with another tensor that autograd knows of
+  // Note [View tracking] (src/autograd/view_tracking.h): a view made by a view op keeps its root base,
+  // the tensor whose memory it shows (never itself a view), so that an in-place write through the
+  // view can rewrite the base's history. A view requires grad when its base does.
+  std::shared_ptr<TensorImpl> view_base;
 };
 
 class TensorImpl {

@@ -219,6 +219,32 @@ void binary(Builder& b) {
     b.add("mul_", "promoting_other", {N({3, 5}, kFloat32, 48), N({5}, kFloat64, 49)}, "x[0].clone().mul_(x[1])",
           [](const V& x) { Tensor t = x[0].clone(); t.mul_(x[1]); return V{t}; });
   }
+  // In-place writes through views of a tensor in the graph (CopySlices, Note [View tracking]): the
+  // base's values and the gradients of the base's inputs and of the written operands against PyTorch.
+  {
+    b.add("relu_", "through_slice", {N({4, 5}, kFloat32, 50)}, "(lambda t: (t[1:3].relu_(), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.slice(0, 1, 3).relu_(); return V{t}; });
+    b.add("add_", "through_transposed_slice", {N({4, 5}, kFloat32, 51), N({3, 4}, kFloat32, 52)},
+          "(lambda t: (t.t()[1:4].add_(x[1], alpha=2), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.t().slice(0, 1, 4).add_(x[1], 2); return V{t}; });
+    b.add("sub_", "through_select", {N({3, 5}, kFloat32, 53)}, "(lambda t: (t[1].sub_(0.75, alpha=2), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.select(0, 1).sub_(0.75, 2); return V{t}; });
+    b.add("mul_", "through_diagonal", {N({4, 4}, kFloat32, 54), N({4}, kFloat32, 55)},
+          "(lambda t: (t.diagonal().mul_(x[1]), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.diagonal().mul_(x[1]); return V{t}; });
+    b.add("fill_", "through_narrow", {N({4, 5}, kFloat32, 56)}, "(lambda t: (t.narrow(1, 1, 2).fill_(0.5), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.narrow(1, 1, 2).fill_(0.5); return V{t}; });
+    b.add("copy_", "into_a_buffer_view", {N({2, 3}, kFloat32, 57)},
+          "(lambda t: (t[1:3].copy_(x[0]), t)[1])(torch.zeros(4, 3, dtype=x[0].dtype, device=x[0].device))",
+          [](const V& x) {
+            Tensor t = zeros({4, 3}, TensorOptions(x[0].dtype(), x[0].device()));
+            t.slice(0, 1, 3).copy_(x[0]);
+            return V{t};
+          });
+    b.add("index_put", "through_view", {N({3, 5}, kFloat32, 58), N({2, 3}, kFloat32, 59), tensor(std::vector<int64_t>{2, 0}, {2})},
+          "(lambda t: (t[:, 1:4].index_put_((x[2],), x[1]), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.slice(1, 1, 4).index_put_({x[2]}, x[1]); return V{t}; });
+  }
   b.add("add", "zero_dim_and_empty", {N({}), N({0, 3})}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
   b.add("add", "bool", {I({6}, 0, 2).to(kBool), I({6}, 0, 2, 8).to(kBool)}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
   b.add("mul", "half_scalar", {N({8}, kFloat16)}, "torch.mul(x[0], 2.5)", [](const V& x) { return V{mul(x[0], 2.5)}; });

@@ -55,6 +55,35 @@ struct LoadStateDictResult {
 
 using StateDict = std::map<std::string, Tensor>;
 
+// Module hooks (src/nn/module_hooks.cpp), as PyTorch's, for modules called with one tensor:
+//   forward pre-hook  hook(module, input) -> a replacement input, or nullopt to keep it;
+//   forward hook      hook(module, input, output) -> a replacement output, or nullopt;
+//   full backward pre-hook  hook(module, grad_output) -> a replacement grad_output, or nullopt;
+//   full backward hook      hook(module, grad_input, grad_output) -> a replacement grad_input, or
+//                           nullopt; grad_input[i] is undefined where input i takes no gradient.
+using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
+using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+using BackwardPreHook =
+    std::function<std::optional<std::vector<Tensor>>(Module& module, const std::vector<Tensor>& grad_output)>;
+using BackwardHook = std::function<std::optional<std::vector<Tensor>>(
+    Module& module, const std::vector<Tensor>& grad_input, const std::vector<Tensor>& grad_output)>;
+
+struct ModuleHookRegistry;  // src/nn/module_hooks.cpp
+
+// What a register_*_hook returns: remove() takes the hook off (a no-op once done, or when the module
+// is gone), as torch.utils.hooks.RemovableHandle.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  RemovableHandle(std::weak_ptr<ModuleHookRegistry> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  void remove();
+  uint64_t id() const { return id_; }
+
+ private:
+  std::weak_ptr<ModuleHookRegistry> hooks_;
+  uint64_t id_ = 0;
+};
+
 class Module {
  public:
   Module() = default;
@@ -63,7 +92,15 @@ class Module {
   // The computation. Modules whose forward takes other arguments (Bilinear, MultiheadAttention,
   // losses) define their own overloads; this one then raises NotImplementedError.
   virtual Tensor forward(Tensor input);
-  Tensor operator()(Tensor input) { return forward(std::move(input)); }
+  // forward() with the module's hooks around it (Module hooks, above).
+  Tensor operator()(Tensor input);
+
+  // ---- hooks (Module hooks, above) ----------------------------------------------------------------
+  // prepend: run before the hooks already registered instead of after them.
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  RemovableHandle register_forward_hook(ForwardHook hook, bool prepend = false);
+  RemovableHandle register_full_backward_pre_hook(BackwardPreHook hook, bool prepend = false);
+  RemovableHandle register_full_backward_hook(BackwardHook hook, bool prepend = false);
 
   // ---- registration (Note [Module registration]) ----------------------------------------------
   // A parameter requires grad (when floating point and `requires_grad`). An undefined tensor
@@ -177,9 +214,12 @@ class Module {
   void repr_into(std::ostream& os, int indent) const;
   [[noreturn]] void throw_bad_cast(const char* target_type) const;
 
+  ModuleHookRegistry& hooks();
+
   std::vector<TensorSlot> tensors_;
   std::vector<ModuleSlot> modules_;
   bool training_ = true;
+  std::shared_ptr<ModuleHookRegistry> hooks_;  // null until a hook is registered; shared by copies
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

@@ -59,7 +59,10 @@ V as_strided_scatter_back(const BackwardContext& c, const V& g) {
     Tensor hole = zeros(geo.sizes, TensorOptions(g[0].dtype(), g[0].device()));
     out[0] = as_strided_scatter(g[0], hole, geo.sizes, geo.strides, geo.offset);
   }
-  if (needs(c, 1)) out[1] = g[0].contiguous().as_strided(geo.sizes, geo.strides, geo.offset);
+  if (needs(c, 1)) {
+    const Tensor gc = g[0].contiguous();  // may itself sit at an offset in its storage
+    out[1] = gc.as_strided(geo.sizes, geo.strides, gc.storage_offset() + geo.offset);
+  }
   return out;
 }
 
