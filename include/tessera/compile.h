@@ -32,9 +32,16 @@
 // src/compile/capture.h) and runs as one autograd node; a backward() inside the compiled callable
 // breaks the graph (compile the forward and call backward() on its result).
 //
-// What runs now: backend "eager" (the graph's nodes through tessera's kernels, intermediates released
-// at their last use); modes Default, ReduceOverhead and MaxAutotune are accepted and act alike until
-// fusion and CUDA graphs land; `dynamic = true` is accepted and warns that each batch size is still a
+// Backends: "eager" (the default: the graph's nodes through tessera's kernels, intermediates released
+// at their last use) and "codegen" (the graph after the passes of src/compile/passes.h: scalar
+// constants, common subexpressions, private in-place writes made functional, softmax, layer norm, RMS
+// norm and eval-mode batch norm decomposed, conv + batch norm folded where nothing fuses with the
+// norm; then pointwise chains and reductions with their prologues and epilogues fused into generated
+// kernels, C++ on the CPU and CUDA through NVRTC, cached on disk; matmuls and convolutions stay
+// library calls). Set TESSERA_COMPILE_DEBUG_DIR to read the graphs, groups and sources. The codegen
+// plan runs where autograd records nothing (no_grad, inputs that need no gradient, or a captured
+// joint backward). Modes Default, ReduceOverhead and MaxAutotune are accepted and act alike until CUDA
+// graphs and autotuning land; `dynamic = true` is accepted and warns that each batch size is still a
 // variant of its own.
 #pragma once
 #include <functional>
