@@ -4,6 +4,9 @@ bench/results/compile-<device>.json in DESIGN.md's format, with every raw sample
 
 Rows (ratio oriented so that higher is better for tessera; figures: median over the rounds, which
 alternate graph calls and eager calls inside one process):
+  launches resnet50 ...    the steps of ResNet-50's inference forward that launch device work (ops
+                           and generated kernels; views and scalar fills do not), with the codegen
+                           backend against the same graph's nodes one by one: ratio = eager / codegen;
   capture <model> loss     the first call of the compiled program (ms), against one eager call of the
                            same program: ratio = eager / capture, no target (capture runs the program
                            once eagerly, so it is at least one eager call);
@@ -84,7 +87,7 @@ def main():
     for name, r in rows.items():
         s, e = r["samples"], r["eager_samples"]
         med, emed = statistics.median(s), statistics.median(e)
-        row = {"work": name, "unit": "ms", "tessera": med, "tessera_min": min(s), "tessera_max": max(s),
+        row = {"work": name, "unit": r.get("unit", "ms"), "tessera": med, "tessera_min": min(s), "tessera_max": max(s),
                "reference": "tessera eager (same program, same process)", "reference_value": emed,
                "reference_min": min(e), "reference_max": max(e), "ratio": emed / med,
                "nodes": r.get("nodes"), "kernels": r.get("kernels"), "fused_nodes": r.get("fused_nodes"), "samples": s, "reference_samples": e,
@@ -128,7 +131,8 @@ def main():
         extra = f" ({row['verdict']}, {row.get('overhead_us_per_node', 0):+.2f} us/node)" if "verdict" in row else ""
         vs = (f"  torch eager {row['torch_eager']} compile {row['torch_compile']} "
               f"ratio {row.get('ratio_vs_torch', 0):.3f} ({row.get('verdict_vs_torch')})") if row.get("torch_eager") else ""
-        print(f"{row['work']:28s} {row['tessera']:10.3f} ms  eager {row['reference_value']:10.3f} ms  "
+        u = row["unit"]
+        print(f"{row['work']:28s} {row['tessera']:10.3f} {u}  eager {row['reference_value']:10.3f} {u}  "
               f"ratio {row['ratio']:.3f}{extra}{vs}")
     print(f"wrote {path}")
     return 0
