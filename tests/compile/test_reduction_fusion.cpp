@@ -289,6 +289,27 @@ TEST(ReductionKernels, GradientsThroughFusedNormalizationsEqualEager) {
   EXPECT_GE(f.stats().kernels, 2);
 }
 
+TEST(ReductionKernels, ACpuRowKeepsWhatALaterPassReadsAgain) {
+  // Note [Row cache]: softmax's exp is computed once, in the sum's pass, and read back in the
+  // division's; a row longer than the cache recomputes it.
+  auto body = [](const ts::Tensor& x) { return ts::softmax(x * 0.5, -1); };
+  for (int64_t n : {1000, 5000}) {
+    const Planned p = plan_of(body, ts::randn({8, n}));
+    const tc::FusionPlan plan = tc::plan_fusion(p.graph);
+    ASSERT_EQ(plan.groups.size(), 1u);
+    const std::string src = tc::make_kernel_spec(p.graph, plan.groups[0], tc::KernelTarget::Cpu, 0).function;
+    const size_t pass2 = src.find("// pass 2");
+    ASSERT_NE(pass2, std::string::npos) << src;
+    const bool kept = n <= 4096;
+    EXPECT_EQ(src.find("Note [Row cache]") != std::string::npos, kept) << src;
+    EXPECT_EQ(src.find("ts_exp", pass2) == std::string::npos, kept) << src;
+    ts::Tensor x = ts::randn({8, n});
+    auto f = ts::compile(body, ts::testing::codegen_options());
+    f(x);
+    EXPECT_TRUE(close(f(x), body(x))) << n;
+  }
+}
+
 TEST(ReductionKernels, EveryReductionKernelsCudaTwinCompilesWithNvrtcForSm90) {
   if (!tc::cuda_codegen_available()) GTEST_SKIP() << "this build has no CUDA (NVRTC)";
   int compiled = 0, warp = 0, block = 0;

@@ -39,6 +39,8 @@ namespace tessera::compiler {
 namespace {
 
 constexpr int64_t kCpuParallelFrom = 32768;  // elements below which one thread runs the kernel
+constexpr int64_t kCpuRowCache = 4096;       // Note [Row cache]: the longest row kept
+constexpr int kCpuCachedValues = 4;          // and how many of its values
 
 enum class Acc : uint8_t { Sum, Mean, Max, Min };
 
@@ -219,6 +221,53 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
     }
   }
 
+  // Note [Row cache]: on the CPU, a row of at most kCpuRowCache elements (one canonical dim) keeps
+  // the values a pass computed that a later pass needs again in a buffer on the thread's stack, and
+  // the later pass reads them instead of recomputing them and what they came from (softmax's exp:
+  // computed for the sum, read back for the division). Only the values that the later pass reads
+  // directly are kept, at most kCpuCachedValues of them.
+  std::vector<char> cached(M, 0);                                                  // kept for a later pass
+  std::vector<std::vector<char>> from_cache(sc.passes, std::vector<char>(M, 0));  // read back in pass p
+  std::vector<int> write_pass(M, -1);                                              // written to the buffer in
+  if (cpu && is_.size() == 1 && k.inner <= kCpuRowCache) {
+    std::vector<int> first(M, -1);
+    for (int p = 0; p < sc.passes; ++p) {
+      std::vector<char> need(M, 0);
+      for (size_t j = 0; j < M; ++j) {
+        const int out = g.nodes[grp.nodes[j]].outputs[0];
+        if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) need[j] = 1;
+        if (sc.role[j] == MemberRole::Full && sc.level[j] == p && is_output[out]) need[j] = 1;
+      }
+      int kept = static_cast<int>(std::count(cached.begin(), cached.end(), 1));
+      for (size_t j = M; j-- > 0;) {
+        if (!need[j]) continue;
+        if (sc.role[j] == MemberRole::Full && first[j] >= 0 && first[j] < p && (cached[j] || kept < kCpuCachedValues)) {
+          kept += cached[j] ? 0 : 1;
+          cached[j] = 1;
+          from_cache[p][j] = 1;
+          continue;  // its inputs are not needed for it
+        }
+        for (int v : g.nodes[grp.nodes[j]].inputs) {
+          const int q = v >= 0 ? member_of(v) : -1;
+          if (q >= 0 && sc.role[q] == MemberRole::Full) need[q] = 1;
+        }
+      }
+      for (size_t j = 0; j < M; ++j)
+        if (need[j] && !from_cache[p][j] && first[j] < 0) first[j] = p;
+      needed[p] = need;
+    }
+    // A value is written to the buffer in the pass that first computes it.
+    for (size_t j = 0; j < M; ++j)
+      if (cached[j])
+        for (int p = 0; p < sc.passes; ++p)
+          if (needed[p][j] && !from_cache[p][j]) {
+            first[j] = p;
+            break;
+          }
+    for (size_t j = 0; j < M; ++j)
+      if (cached[j]) write_pass[j] = first[j];
+  }
+
   std::ostringstream os;
   if (cpu) {
     os << "extern \"C\" void " << k.name << "(void* const* args) {\n";
@@ -266,6 +315,12 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
     for (size_t j = 0; j < M; ++j)
       if (sc.role[j] == MemberRole::Row && sc.level[j] == level) os << node_stmt(g, g.nodes[grp.nodes[j]], ind);
   };
+  for (size_t j = 0; j < M; ++j)
+    if (cached[j]) {
+      const int v = g.nodes[grp.nodes[j]].outputs[0];
+      os << ind << c_type(compute_type_of(g.values[v].meta.dtype)) << " " << index_name('c', v) << "[" << k.inner
+         << "];  // Note [Row cache]\n";
+    }
   row_nodes(0);
   for (int p = 0; p < sc.passes; ++p) {
     os << ind << "// pass " << p << "\n";
@@ -318,7 +373,7 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
     // Loads of what the pass reads.
     std::vector<char> load(O, 0);
     for (size_t j = 0; j < M; ++j) {
-      if (!needed[p][j]) continue;
+      if (!needed[p][j] || from_cache[p][j]) continue;
       for (int v : g.nodes[grp.nodes[j]].inputs)
         if (v >= 0 && full_operand[v] >= 0) load[full_operand[v]] = 1;
     }
@@ -328,7 +383,14 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
       if (!needed[p][j]) continue;
       const Node& n = g.nodes[grp.nodes[j]];
       if (sc.role[j] == MemberRole::Full) {
+        const std::string buf = index_name('c', n.outputs[0]) + "[" + iidx[0] + "]";
+        if (from_cache[p][j]) {
+          os << body_ind << "const " << c_type(compute_type_of(g.values[n.outputs[0]].meta.dtype)) << " "
+             << kernel_var(n.outputs[0]) << " = " << buf << ";  // " << op_name(n.op) << ", kept\n";
+          continue;
+        }
         os << node_stmt(g, n, body_ind);
+        if (write_pass[j] == p) os << body_ind << buf << " = " << kernel_var(n.outputs[0]) << ";\n";
         continue;
       }
       const Acc a = acc_of(n.op);
