@@ -14,9 +14,6 @@ namespace {
 constexpr int64_t kCpuTile = 1024;            // elements per simd loop
 constexpr int64_t kCpuParallelFrom = 32768;   // elements below which one thread runs the kernel
 
-std::string var(int v) { return kernel_var(v); }
-std::string named(char c, int64_t v) { return index_name(c, v); }
-
 bool is_contiguous_in(const std::vector<int64_t>& strides, const std::vector<int64_t>& sizes) {
   int64_t expect = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
@@ -99,11 +96,11 @@ KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget
     for (int i : grp.nodes) b << node_stmt(g, g.nodes[i], ind);
     for (size_t o = 0; o < k.operands.size(); ++o)
       if (k.operands[o].output)
-        b << ind << "ts_store(p" << o << " + (" << off[o] << "), " << var(k.operands[o].value) << ");\n";
+        b << ind << "ts_store(p" << o << " + (" << off[o] << "), " << kernel_var(k.operands[o].value) << ");\n";
     return b.str();
   };
   std::vector<std::string> idx(D);
-  for (size_t d = 0; d < D; ++d) idx[d] = named('i', static_cast<int64_t>(d));
+  for (size_t d = 0; d < D; ++d) idx[d] = index_name('i', static_cast<int64_t>(d));
   std::vector<std::string> off(k.operands.size());
   if (cpu) {
     const int64_t inner = cs[D - 1], ntiles = (inner + kCpuTile - 1) / kCpuTile, outer = k.numel / inner;
@@ -122,7 +119,7 @@ KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget
     for (size_t o = 0; o < k.operands.size(); ++o) {
       os << "    const int64_t b" << o << " = " << offset_expr(k.operands[o].strides, idx, D - 1) << ";\n";
       const int64_t s = k.operands[o].strides[D - 1];
-      off[o] = named('b', static_cast<int64_t>(o)) + (s == 0 ? "" : s == 1 ? " + j" : " + j * " + std::to_string(s));
+      off[o] = index_name('b', static_cast<int64_t>(o)) + (s == 0 ? "" : s == 1 ? " + j" : " + j * " + std::to_string(s));
     }
     os << "#pragma omp simd\n";
     os << "    for (int64_t j = j0; j < j1; ++j) {\n" << body(off, "      ") << "    }\n  }\n}\n";

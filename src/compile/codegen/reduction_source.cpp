@@ -203,70 +203,47 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
   const std::string it = cpu || k.index64 ? "int64_t" : "uint32_t";
 
   // What each pass computes: the Full members its reductions and its stores need.
-  std::vector<char> is_output(g.values.size(), 0);
-  for (int v : grp.outputs) is_output[v] = 1;
-  std::vector<std::vector<char>> needed(sc.passes, std::vector<char>(M, 0));
-  for (int p = 0; p < sc.passes; ++p) {
-    for (size_t j = 0; j < M; ++j) {
-      const int out = g.nodes[grp.nodes[j]].outputs[0];
-      if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) needed[p][j] = 1;
-      if (sc.role[j] == MemberRole::Full && sc.level[j] == p && is_output[out]) needed[p][j] = 1;
-    }
-    for (size_t j = M; j-- > 0;) {
-      if (!needed[p][j]) continue;
-      for (int v : g.nodes[grp.nodes[j]].inputs) {
-        const int q = v >= 0 ? member_of(v) : -1;
-        if (q >= 0 && sc.role[q] == MemberRole::Full) needed[p][q] = 1;
-      }
-    }
-  }
-
+  //
   // Note [Row cache]: on the CPU, a row of at most kCpuRowCache elements (one canonical dim) keeps
   // the values a pass computed that a later pass needs again in a buffer on the thread's stack, and
   // the later pass reads them instead of recomputing them and what they came from (softmax's exp:
   // computed for the sum, read back for the division). Only the values that the later pass reads
   // directly are kept, at most kCpuCachedValues of them.
-  std::vector<char> cached(M, 0);                                                  // kept for a later pass
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int v : grp.outputs) is_output[v] = 1;
+  const bool row_cache = cpu && is_.size() == 1 && k.inner <= kCpuRowCache;
+  std::vector<std::vector<char>> needed(sc.passes, std::vector<char>(M, 0));
   std::vector<std::vector<char>> from_cache(sc.passes, std::vector<char>(M, 0));  // read back in pass p
-  std::vector<int> write_pass(M, -1);                                              // written to the buffer in
-  if (cpu && is_.size() == 1 && k.inner <= kCpuRowCache) {
-    std::vector<int> first(M, -1);
-    for (int p = 0; p < sc.passes; ++p) {
-      std::vector<char> need(M, 0);
-      for (size_t j = 0; j < M; ++j) {
-        const int out = g.nodes[grp.nodes[j]].outputs[0];
-        if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) need[j] = 1;
-        if (sc.role[j] == MemberRole::Full && sc.level[j] == p && is_output[out]) need[j] = 1;
-      }
-      int kept = static_cast<int>(std::count(cached.begin(), cached.end(), 1));
-      for (size_t j = M; j-- > 0;) {
-        if (!need[j]) continue;
-        if (sc.role[j] == MemberRole::Full && first[j] >= 0 && first[j] < p && (cached[j] || kept < kCpuCachedValues)) {
-          kept += cached[j] ? 0 : 1;
-          cached[j] = 1;
-          from_cache[p][j] = 1;
-          continue;  // its inputs are not needed for it
-        }
-        for (int v : g.nodes[grp.nodes[j]].inputs) {
-          const int q = v >= 0 ? member_of(v) : -1;
-          if (q >= 0 && sc.role[q] == MemberRole::Full) need[q] = 1;
-        }
-      }
-      for (size_t j = 0; j < M; ++j)
-        if (need[j] && !from_cache[p][j] && first[j] < 0) first[j] = p;
-      needed[p] = need;
+  std::vector<char> cached(M, 0);                                                  // kept for a later pass
+  std::vector<int> first(M, -1);  // the pass that first computes a member (and writes it when cached)
+  for (int p = 0; p < sc.passes; ++p) {
+    std::vector<char>& need = needed[p];
+    for (size_t j = 0; j < M; ++j) {
+      const int out = g.nodes[grp.nodes[j]].outputs[0];
+      if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) need[j] = 1;
+      if (sc.role[j] == MemberRole::Full && sc.level[j] == p && is_output[out]) need[j] = 1;
     }
-    // A value is written to the buffer in the pass that first computes it.
+    int kept = static_cast<int>(std::count(cached.begin(), cached.end(), 1));
+    for (size_t j = M; j-- > 0;) {
+      if (!need[j]) continue;
+      if (row_cache && sc.role[j] == MemberRole::Full && first[j] >= 0 && first[j] < p &&
+          (cached[j] || kept < kCpuCachedValues)) {
+        kept += cached[j] ? 0 : 1;
+        cached[j] = 1;
+        from_cache[p][j] = 1;
+        continue;  // its inputs are not needed for it
+      }
+      for (int v : g.nodes[grp.nodes[j]].inputs) {
+        const int q = v >= 0 ? member_of(v) : -1;
+        if (q >= 0 && sc.role[q] == MemberRole::Full) need[q] = 1;
+      }
+    }
     for (size_t j = 0; j < M; ++j)
-      if (cached[j])
-        for (int p = 0; p < sc.passes; ++p)
-          if (needed[p][j] && !from_cache[p][j]) {
-            first[j] = p;
-            break;
-          }
-    for (size_t j = 0; j < M; ++j)
-      if (cached[j]) write_pass[j] = first[j];
+      if (need[j] && !from_cache[p][j] && first[j] < 0) first[j] = p;
   }
+  std::vector<int> write_pass(M, -1);  // the pass that writes a kept value to its buffer
+  for (size_t j = 0; j < M; ++j)
+    if (cached[j]) write_pass[j] = first[j];
 
   std::ostringstream os;
   if (cpu) {
