@@ -14,7 +14,9 @@ alternate graph calls and eager calls inside one process):
                            eager / graph, target 1.0 (the issue asks the executor to be faster than
                            eager dispatch); the row also gives the graph's node count and the overhead
                            per node in microseconds ((graph - eager) / nodes).
-  call <work> forward (codegen)  the codegen backend's generated kernels, forward without autograd,
+  call <work> forward (codegen)  the codegen backend's generated kernels, forward without autograd
+                           (the inference rows, ResNet-50 and GPT-2 124M under bf16 autocast, also
+                           give items per second: images or tokens),
                            against eager; with --torch, the same work in PyTorch eager and under
                            torch.compile (bench/torch/compile_ops.py), in alternating processes
                            (tessera, PyTorch, three times): torch_eager, torch_compile and
@@ -104,6 +106,12 @@ def main():
                 pool = t["compile"] if best == row["torch_compile"] else t["eager"]
                 lo, hi = min(pool) / max(s), max(pool) / min(s)
                 row["verdict_vs_torch"] = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+        if r.get("items"):  # a throughput row: items per second from the per-call medians
+            per_s = lambda ms: r["items"] * 1000.0 / ms if ms else None  # noqa: E731
+            row["throughput_unit"] = f"{r['item']}/s"
+            row["tessera_throughput"], row["eager_throughput"] = per_s(med), per_s(emed)
+            for k in ("torch_eager", "torch_compile"):
+                row[k + "_throughput"] = per_s(row[k]) if row[k] else None
         if name.startswith("launches"):
             row["ratio"] = emed / med  # fewer launches is better
             row["reference"] = "the same graph's nodes run one by one (eager)"

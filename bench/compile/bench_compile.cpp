@@ -13,7 +13,8 @@
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
 // "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen]
 // Codegen rows (backend "codegen", forward without autograd, against eager): a 12-op pointwise chain,
-// softmax, residual add + layer norm, RMS norm; bench/torch/compile_ops.py is their PyTorch side.
+// softmax, residual add + layer norm, RMS norm, and on the GPU the inference throughput of ResNet-50 and
+// GPT-2 124M (bench_inference); bench/torch/compile_ops.py is their PyTorch side.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -106,10 +107,11 @@ void bench_call(const char* name, C& compiled_fn, const std::function<ts::Tensor
   std::fflush(stdout);
 }
 
-// Alternating rounds of `iters` forward calls without autograd, compiled and eager.
+// Alternating rounds of `iters` forward calls without autograd, compiled and eager. `items`: what one
+// call processes (images, tokens), for a throughput row; 0 for none.
 template <class C>
 void bench_forward(const char* name, C& compiled_fn, const std::function<ts::Tensor()>& eager_fn, ts::Device dev,
-                   int rounds, int iters) {
+                   int rounds, int iters, int64_t items = 0, const char* item = "") {
   ts::NoGradGuard no_grad;
   compiled_fn();  // capture
   compiled_fn();
@@ -128,9 +130,10 @@ void bench_forward(const char* name, C& compiled_fn, const std::function<ts::Ten
   }
   const ts::CompileStats s = compiled_fn.stats();
   std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
-              "\"kernels\": %d, \"fused_nodes\": %d, \"graph_calls\": %d, \"eager_calls\": %d}\n",
+              "\"kernels\": %d, \"fused_nodes\": %d, \"launches\": %d, \"eager_launches\": %d, \"graph_calls\": %d, "
+              "\"eager_calls\": %d, \"items\": %lld, \"item\": \"%s\"}\n",
               name, list(g).c_str(), list(e).c_str(), count_nodes(compiled_fn.last_graph()), s.kernels, s.fused_nodes,
-              s.graph_calls, s.eager_calls);
+              s.launches, s.eager_launches, s.graph_calls, s.eager_calls, static_cast<long long>(items), item);
   std::fflush(stdout);
 }
 
@@ -206,6 +209,37 @@ void bench_rows(const char* what, int64_t rows, int64_t cols, ts::Device dev, in
   bench_forward(name.c_str(), f, program, dev, rounds, dev.is_cuda() ? 50 : 3);
 }
 
+// Inference throughput, codegen against eager, on the GPU: ResNet-50 (batch 256, 224x224, channels-last)
+// and GPT-2 124M's logits (16 x 1024 tokens), under bfloat16 autocast without autograd; the weights stay
+// float32 and autocast casts them per call, as PyTorch's autocast does (bench/torch/compile_ops.py runs
+// the same work in PyTorch).
+void bench_inference(ts::Device dev, int rounds) {
+  if (!dev.is_cuda()) return;  // batch 256 of ResNet-50 is minutes per call on two cores
+  ts::amp::autocast bf16(dev, ts::kBFloat16);
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  {
+    ts::models::ResNet model = ts::models::resnet50(1000);
+    model.to(dev);
+    model.eval();
+    ts::Tensor x = ts::randn({256, 3, 224, 224}, ts::TensorOptions(ts::kFloat32, dev)).contiguous(ts::MemoryFormat::ChannelsLast);
+    auto f = ts::compile([&] { return model.forward(x); }, o);
+    bench_forward("call resnet50 inference b256 224 cl bf16 forward (codegen)", f, [&] { return model.forward(x); }, dev,
+                  rounds, 5, 256, "images");
+  }
+  {
+    ts::models::GPT2Config cfg;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0;
+    ts::models::GPT2 model(cfg);
+    model.to(dev);
+    model.eval();
+    ts::Tensor idx = ts::randint(0, cfg.vocab_size, {16, 1024}, ts::TensorOptions(ts::kInt64, dev));
+    auto f = ts::compile([&] { return model.forward(idx); }, o);
+    bench_forward("call gpt2-124m inference 16x1024 bf16 logits forward (codegen)", f,
+                  [&] { return model.forward(idx); }, dev, rounds, 5, 16 * 1024, "tokens");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,5 +284,6 @@ int main(int argc, char** argv) {
   });
   bench_rows("rmsnorm", rows, 4096, dev, rounds,
              [](const ts::Tensor& x, const ts::Tensor&, const ts::Tensor& w) { return F::rms_norm(x, {4096}, w, 1e-6); });
+  bench_inference(dev, rounds);
   return 0;
 }

@@ -1,7 +1,9 @@
 """The codegen rows of bench/compile/bench_compile.cpp in PyTorch: the same programs (a 12-op pointwise
-chain with a broadcast, softmax, residual add + layer norm, RMS norm), shapes and dtype (float32),
-forward under no_grad, in eager and under torch.compile (Inductor, mode max-autotune-no-cudagraphs:
-its autotuned Triton kernels without CUDA graphs, which the tessera rows do not use either).
+chain with a broadcast, softmax, residual add + layer norm, RMS norm), shapes and dtype (float32), and on
+the GPU the inference rows (ResNet-50 batch 256 channels-last and GPT-2 124M's logits over 16 x 1024
+tokens, bfloat16 autocast) and ResNet-50's kernel count, forward under no_grad, in eager and under
+torch.compile (Inductor, mode max-autotune-no-cudagraphs: its autotuned Triton kernels without CUDA
+graphs, which the tessera rows do not use either).
 
 Timing as bench_compile's: per round, `iters` calls timed by the host clock around a synchronize;
 the rows print every round's figure. One JSON object per line:
@@ -9,11 +11,17 @@ the rows print every round's figure. One JSON object per line:
 compiled call, compile included). usage: compile_ops.py [--device cuda] [--rounds 5]
 """
 import argparse
+import contextlib
 import json
+import os
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402  (the GPT-2 and ResNet-50 of bench_models' PyTorch side)
 
 
 def chain(x, y):
@@ -41,6 +49,52 @@ def works(dev):
     yield f"call rmsnorm {rows}x4096 forward (codegen)", lambda x, w: F.rms_norm(x, (4096,), w, 1e-6), (x, w)
 
 
+def inference_works(dev):
+    """ResNet-50 (batch 256, 224x224, channels-last) and GPT-2 124M's logits (16 x 1024) under bfloat16
+    autocast, float32 weights: bench_compile's bench_inference rows."""
+    if not dev.startswith("cuda"):
+        return
+    net, _ = models.resnet50()
+    net = net.to(dev).eval().to(memory_format=torch.channels_last)
+    x = torch.randn(256, 3, 224, 224, device=dev).contiguous(memory_format=torch.channels_last)
+    yield "call resnet50 inference b256 224 cl bf16 forward (codegen)", net, (x,), 5
+    gpt = models.GPT(block_size=1024).to(dev).eval()
+
+    def logits(idx):
+        T = idx.size(1)
+        h = gpt.wte(idx) + gpt.wpe(torch.arange(T, device=idx.device))
+        for block in gpt.h:
+            h = block(h)
+        return gpt.lm_head(gpt.ln_f(h))
+
+    idx = torch.randint(0, 50257, (16, 1024), device=dev)
+    yield "call gpt2-124m inference 16x1024 bf16 logits forward (codegen)", logits, (idx,), 5
+
+
+def kernel_count(fn, args):
+    """CUDA kernels one call launches (torch.profiler's device events that are kernels, not copies or sets)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return len([n for n in names if not n.startswith(("Memcpy", "Memset"))])
+
+
+def launches(dev):
+    """ResNet-50's inference forward (batch 1, float32): kernels launched eagerly and under torch.compile,
+    beside bench_compile's launch row (tessera counts the steps that launch device work)."""
+    net, _ = models.resnet50()
+    net = net.to(dev).eval()
+    x = torch.randn(1, 3, 224, 224, device=dev)
+    compiled = torch.compile(net, mode="max-autotune-no-cudagraphs")
+    compiled(x)
+    net(x)
+    return {"name": "launches resnet50 inference forward (codegen)", "unit": "launches",
+            "eager_samples": [kernel_count(net, (x,))], "compile_samples": [kernel_count(compiled, (x,))]}
+
+
 def timed(fn, args, iters, sync):
     sync()
     t0 = time.perf_counter()
@@ -50,35 +104,46 @@ def timed(fn, args, iters, sync):
     return (time.perf_counter() - t0) * 1000.0 / iters
 
 
+def bench_row(name, fn, fargs, iters, rounds, sync):
+    row = {"name": name, "unit": "ms"}
+    try:
+        compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs")
+        sync()
+        t0 = time.perf_counter()
+        compiled(*fargs)
+        sync()
+        row["compile_s"] = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a failed compile is reported, not fatal
+        compiled, row["compile_error"] = None, str(e)[:300]
+    fn(*fargs)
+    e, c = [], []
+    for _ in range(rounds):
+        if compiled is not None:
+            c.append(timed(compiled, fargs, iters, sync))
+        e.append(timed(fn, fargs, iters, sync))
+    row["eager_samples"], row["compile_samples"] = e, c or None
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     dev = args.device
-    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
-    iters = 50 if dev.startswith("cuda") else 3
+    cuda = dev.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    iters = 50 if cuda else 3
     print(json.dumps({"device": dev, "torch": torch.__version__, "rounds": args.rounds}), flush=True)
+    torch.manual_seed(0)
     with torch.no_grad():
+        if cuda:
+            print(json.dumps(launches(dev)), flush=True)
         for name, fn, fargs in works(dev):
-            row = {"name": name, "unit": "ms"}
-            try:
-                compiled = torch.compile(fn, mode="max-autotune-no-cudagraphs")
-                sync()
-                t0 = time.perf_counter()
-                compiled(*fargs)
-                sync()
-                row["compile_s"] = time.perf_counter() - t0
-            except Exception as e:  # noqa: BLE001 - a failed compile is reported, not fatal
-                compiled, row["compile_error"] = None, str(e)[:300]
-            fn(*fargs)
-            e, c = [], []
-            for _ in range(args.rounds):
-                if compiled is not None:
-                    c.append(timed(compiled, fargs, iters, sync))
-                e.append(timed(fn, fargs, iters, sync))
-            row["eager_samples"], row["compile_samples"] = e, c or None
-            print(json.dumps(row), flush=True)
+            print(json.dumps(bench_row(name, fn, fargs, iters, args.rounds, sync)), flush=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext():
+            for name, fn, fargs, n in inference_works(dev):
+                print(json.dumps(bench_row(name, fn, fargs, n, args.rounds, sync)), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 // math may differ by an ulp where libm's and the compiler's contractions differ), raise the same
 // errors, and have generated kernels in most programs; TESSERA_CODEGEN_PROGRAMS sets that count
 // (default 500: the programs' kernels are compiled once and then come from the kernel cache).
+// CompiledProgramsCuda runs the codegen programs on the GPU (NVRTC kernels against the eager CUDA ones).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "programs/generator.h"
 #include "programs/interpreter.h"
 #include "tessera/compile.h"
+#include "tessera/cuda.h"
 
 namespace ts = tessera;
 namespace tp = tessera::programs;
@@ -37,10 +39,10 @@ int first_seed() {
   return s ? std::atoi(s) : 0;
 }
 
-std::vector<ts::Tensor> inputs_of(const tp::Program& p) {
+std::vector<ts::Tensor> inputs_of(const tp::Program& p, ts::Device device) {
   std::vector<ts::Tensor> in;
   for (const tp::Step& s : p.steps)
-    if (s.op == "input") in.push_back(tp::materialize_input(s, ts::kCPU));
+    if (s.op == "input") in.push_back(tp::materialize_input(s, device));
   return in;
 }
 
@@ -51,9 +53,9 @@ struct ProgramRun {
 
 // `in64`: the floating inputs in float64 (the reference run of near_truth()).
 template <class Fn>
-ProgramRun run(const tp::Program& p, Fn&& fn, bool in64 = false) {
+ProgramRun run(const tp::Program& p, Fn&& fn, bool in64 = false, ts::Device device = ts::kCPU) {
   ProgramRun r;
-  std::vector<ts::Tensor> in = inputs_of(p);
+  std::vector<ts::Tensor> in = inputs_of(p, device);
   if (in64)
     for (ts::Tensor& x : in)
       if (x.is_floating_point()) x = x.detach().to(ts::kFloat64).requires_grad_(x.requires_grad());
@@ -69,7 +71,7 @@ ProgramRun run(const tp::Program& p, Fn&& fn, bool in64 = false) {
   ts::Tensor loss;
   for (const ts::Tensor& o : r.outputs) {
     if (!o.requires_grad() || !o.is_floating_point()) continue;
-    ts::Tensor w = ts::randn(o.sizes(), ts::kFloat64, &g);
+    ts::Tensor w = ts::randn(o.sizes(), ts::kFloat64, &g).to(o.device());
     ts::Tensor t = (o.to(ts::kFloat64) * w).sum();
     loss = loss.defined() ? loss + t : t;
   }
@@ -192,7 +194,8 @@ int codegen_count() {
   return s ? std::atoi(s) : 500;
 }
 
-TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) {
+// The programs on `device` through the codegen backend against eager on the same device.
+void check_codegen_programs(ts::Device device) {
   const int n = codegen_count();
   int failed = 0, ran = 0, with_kernels = 0, kernels = 0, fused = 0;
   ts::set_compile_warning_handler([](const std::string&) {});
@@ -200,10 +203,10 @@ TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) {
   o.backend = "codegen";
   for (int seed = first_seed(); seed < first_seed() + n; ++seed) {
     const tp::Program p = tp::generate_program(static_cast<uint64_t>(seed));
-    auto body = [&p](const std::vector<ts::Tensor>& in) { return tp::run_ops(p, in, ts::kCPU); };
-    const ProgramRun want = run(p, body);
+    auto body = [&p, device](const std::vector<ts::Tensor>& in) { return tp::run_ops(p, in, device); };
+    const ProgramRun want = run(p, body, false, device);
     auto f = ts::compile(body, o);
-    const ProgramRun first = run(p, f), second = run(p, f);
+    const ProgramRun first = run(p, f, false, device), second = run(p, f, false, device);
     std::optional<ProgramRun> truth;
     auto close = [&](const ProgramRun& got) {
       std::string why = differs(got, want, near);
@@ -212,7 +215,7 @@ TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) {
         return why;
       for (size_t j = 0; j < got.grads.size(); ++j)
         if (got.grads[j].defined() != want.grads[j].defined()) return why;
-      if (!truth) truth = run(p, body, /*in64=*/true);
+      if (!truth) truth = run(p, body, /*in64=*/true, device);
       // Each tensor that is not near() eager must be no further from float64 than eager is.
       for (size_t j = 0; j < got.outputs.size(); ++j)
         if (!near(got.outputs[j], want.outputs[j]) &&
@@ -240,9 +243,17 @@ TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) {
     fused += s.fused_nodes;
   }
   ts::set_compile_warning_handler(nullptr);
-  std::cout << "codegen programs: " << n << ", " << ran << " ran, " << with_kernels << " with generated kernels ("
+  std::cout << "codegen programs on " << device.str() << ": " << n << ", " << ran << " ran, " << with_kernels << " with generated kernels ("
             << kernels << " kernels holding " << fused << " nodes)" << std::endl;
   EXPECT_GE(with_kernels, ran / 4) << "too few programs fused anything: the test would not test code generation";
+}
+
+TEST(CompiledPrograms, CodegenEqualsEagerWithinRounding) { check_codegen_programs(ts::kCPU); }
+
+// The same programs as generated CUDA kernels (NVRTC) against the eager CUDA kernels (label gpu).
+TEST(CompiledProgramsCuda, CodegenEqualsEagerWithinRounding) {
+  if (!ts::cuda::is_available()) GTEST_SKIP() << (ts::cuda::is_built() ? "no CUDA GPU found" : "tessera built without CUDA");
+  check_codegen_programs(ts::Device::cuda());
 }
 
 }  // namespace
