@@ -46,7 +46,12 @@ def run(cmd, what, timeout, announce=False):
         print(f"==> {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except subprocess.TimeoutExpired as e:
+        # The rows printed before the limit are kept (each row is one complete line).
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        print(f"{what}: stopped after {timeout} s; keeping the rows it printed", file=sys.stderr)
+        return json_lines(out[:out.rfind("\n") + 1])
+    except OSError as e:
         print(f"{what}: could not run: {e}", file=sys.stderr)
         return {}, {}
     if p.returncode != 0 or (announce and p.stderr.strip()):
