@@ -9,10 +9,19 @@
 
 namespace {
 
-// `tessera info`: the build (CUDA libraries and architectures) and every GPU.
+// `tessera info`: the CPU (name, extensions, the level of the CPU kernels), the build (CUDA libraries
+// and architectures) and every GPU.
 void print_info() {
   namespace cuda = tessera::cuda;
   std::printf("tessera %s, CPU threads %d\n", "0.1.0", tessera::get_num_threads());
+  const tessera::cpu::CpuInfo& c = tessera::cpu::cpu_info();
+  std::string features;
+  for (const std::string& f : c.features) features += (features.empty() ? "" : " ") + f;
+  std::printf("CPU: %s (%s)\n", c.name.c_str(), c.vendor.c_str());
+  std::printf("CPU features: %s\n", features.empty() ? "none beyond x86-64" : features.c_str());
+  std::printf("CPU kernels: %s (supported: %s%s%s)\n", tessera::cpu::isa_level_name(c.level),
+              tessera::cpu::isa_level_name(c.supported), c.cap.empty() ? "" : ", TESSERA_CPU_ISA=",
+              c.cap.c_str());
   if (!cuda::is_built()) {
     std::printf("CUDA: not built (configure with the cuda preset)\n");
     return;

@@ -2,6 +2,7 @@
 #pragma once
 #include "tessera/amp.h"
 #include "tessera/autograd.h"
+#include "tessera/cpu.h"
 #include "tessera/cuda.h"
 #include "tessera/data.h"
 #include "tessera/determinism.h"

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "compile/codegen/kernel_cache.h"
+#include "runtime/cpu_isa.h"
 #include "tessera/error.h"
 
 #ifndef TESSERA_DEFAULT_CXX
@@ -28,13 +29,23 @@ std::string compiler() {
   return c && *c ? c : TESSERA_DEFAULT_CXX;
 }
 
-const char* flags() {
+// The eager kernels' level (Note [CPU ISA dispatch] in runtime/cpu_isa.h): generated code runs the
+// same instructions as the eager kernels it replaces, and a capped run stays capped. The level is part
+// of the flags, so of the kernel cache's key.
+const std::string& flags() {
+  static const std::string f = [] {
+    std::string march;
 #if defined(__x86_64__)
-  return "-std=c++20 -O3 -fno-math-errno -fno-trapping-math -ffp-contract=off -march=x86-64-v3 -mtune=generic "
-         "-fopenmp -fPIC -shared -w";
-#else
-  return "-std=c++20 -O3 -fno-math-errno -fno-trapping-math -ffp-contract=off -fopenmp -fPIC -shared -w";
+    switch (cpu::cpu_info().level) {
+      case cpu::IsaLevel::baseline: march = "-march=x86-64 "; break;
+      case cpu::IsaLevel::avx2: march = "-march=x86-64-v3 "; break;
+      case cpu::IsaLevel::avx512: march = "-march=x86-64-v4 -mprefer-vector-width=512 "; break;
+    }
 #endif
+    return "-std=c++20 -O3 -fno-math-errno -fno-trapping-math -ffp-contract=off " + march +
+           "-mtune=generic -fopenmp -fPIC -shared -w";
+  }();
+  return f;
 }
 
 std::string quoted(const std::string& s) {

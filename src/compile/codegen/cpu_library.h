@@ -2,7 +2,8 @@
 // dlopen (Note [Kernel cache] for where the library is kept).
 //
 // The compiler is $TESSERA_CXX, else the one tessera was built with. The flags are the eager CPU
-// kernels' (-O3 -march=x86-64-v3 -fno-math-errno -fno-trapping-math) with OpenMP, and
+// kernels' (-O3 -fno-math-errno -fno-trapping-math, -march of the CPU kernels' level: Note [CPU ISA
+// dispatch]) with OpenMP, and
 // -ffp-contract=off: each op of a fused chain rounds as the eager op does (no a * b + c made one FMA).
 // A compiler error raises with the compiler's output and the path of the source it was given.
 #pragma once

@@ -11,7 +11,7 @@
 #include "ops/amp_kernel.h"
 #include "tensor/dispatch_dtype.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 constexpr int64_t kParallelGrain = 32768;
@@ -68,4 +68,4 @@ void register_amp() {
   amp_update_scale_kernel.set(DeviceType::CPU, &update_scale_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

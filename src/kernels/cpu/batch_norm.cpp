@@ -21,7 +21,7 @@
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 constexpr int64_t kChannelBlock = 16;
@@ -215,4 +215,4 @@ void register_batch_norm() {
   batch_norm_backward_kernel.set(DeviceType::CPU, backward_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

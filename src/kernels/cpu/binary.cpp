@@ -18,7 +18,7 @@
 #include "ops/elementwise_kernel.h"
 #include "tensor/elementwise_iter.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 template <class In, class Out, class F>
@@ -275,4 +275,4 @@ void binary_cpu(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp op
 
 void register_binary() { binary_kernel.set(DeviceType::CPU, &binary_cpu); }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

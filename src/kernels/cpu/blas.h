@@ -20,6 +20,7 @@
 // threads did not have this property: their split gave other bits on 2 threads than on 1 for most
 // shapes.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include <cblas.h>
 #include <omp.h>
 
@@ -28,6 +29,7 @@
 #include <type_traits>
 
 namespace tessera::cpu {
+TS_CPU_ISA_BEGIN  // Note [ISA namespaces] in kernels/cpu/isa_namespace.h
 
 // C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C, all row-major, on the calling thread.
 inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -84,4 +86,5 @@ void gemm_threaded(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, c
   }
 }
 
+TS_CPU_ISA_END
 }  // namespace tessera::cpu

@@ -33,7 +33,7 @@
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 // Inside a parallel region (blocks spread over threads) a plain one-thread GEMM; otherwise (one block,
@@ -436,4 +436,4 @@ void register_conv() {
   conv2d_weight_backward_kernel.set(DeviceType::CPU, conv2d_weight_backward_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

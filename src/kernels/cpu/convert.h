@@ -1,11 +1,13 @@
 // Element conversion between tessera's C++ element types, as PyTorch's static_cast_with_inter_type:
 // 16-bit floats go through float, anything to bool is `!= 0`.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include <type_traits>
 
 #include "tensor/dispatch_dtype.h"
 
 namespace tessera::cpu {
+TS_CPU_ISA_BEGIN  // Note [ISA namespaces] in kernels/cpu/isa_namespace.h
 
 template <class To, class From>
 inline To convert(From v) {
@@ -20,4 +22,5 @@ inline To convert(From v) {
   }
 }
 
+TS_CPU_ISA_END
 }  // namespace tessera::cpu

@@ -6,7 +6,7 @@
 #include "ops/copy_kernel.h"
 #include "tensor/elementwise_iter.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
@@ -66,4 +66,4 @@ void register_copy() {
   fill_kernel.set(DeviceType::CPU, &fill_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

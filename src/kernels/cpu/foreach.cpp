@@ -18,7 +18,7 @@
 #include "ops/foreach_kernel.h"
 #include "tensor/dispatch_dtype.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 constexpr int64_t kChunk = 65536;           // elements per norm work item
@@ -137,4 +137,4 @@ void register_foreach() {
   foreach_mul_kernel.set(DeviceType::CPU, &mul_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

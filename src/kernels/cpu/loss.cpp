@@ -18,7 +18,7 @@
 #include "ops/loss_kernel.h"
 #include "tensor/dispatch_dtype.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 inline float k_exp(float v) { return vec::exp(v); }
@@ -148,4 +148,4 @@ void register_loss() {
   cross_entropy_backward_kernel.set(DeviceType::CPU, &cross_entropy_backward_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -26,7 +26,7 @@
 #include "ops/gemm_kernel.h"
 #include "tensor/tensor_impl.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 // A batch of GEMMs with m*n*k at or below this runs one matrix per OpenMP thread; larger ones are cut
@@ -275,4 +275,4 @@ void gemm_cpu(const GemmParams& p) {
 
 void register_linalg() { gemm_kernel.set(DeviceType::CPU, &gemm_cpu); }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

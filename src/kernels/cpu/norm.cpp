@@ -24,7 +24,7 @@
 #include "ops/norm_kernel.h"
 #include "tensor/dispatch_dtype.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 template <class T> const T* cptr(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr; }
@@ -264,4 +264,4 @@ void register_norm() {
   add_norm_backward_kernel.set(DeviceType::CPU, &add_norm_backward_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

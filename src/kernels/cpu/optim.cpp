@@ -23,7 +23,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 // Elements below which a tensor is updated by one thread (a fork costs more than the work).
@@ -189,4 +189,4 @@ void register_optim() {
   adam_kernel.set(DeviceType::CPU, &adam_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

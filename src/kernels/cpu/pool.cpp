@@ -25,7 +25,7 @@
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 // Parallel over planes only when there is enough work to pay for waking the team.
@@ -437,4 +437,4 @@ void register_pool() {
   adaptive_avg_pool2d_backward_kernel.set(DeviceType::CPU, adaptive_avg_pool2d_backward_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

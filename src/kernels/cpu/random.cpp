@@ -20,7 +20,7 @@
 #include <omp.h>
 #endif
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
@@ -303,4 +303,4 @@ void register_random() {
   multinomial_kernel.set(DeviceType::CPU, &multinomial_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -17,7 +17,7 @@
 #include "kernels/cpu/reduce_cpu.h"
 #include "ops/reduce_kernel.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 template <class A>
@@ -503,4 +503,4 @@ void register_reduce() {
   register_scan();
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

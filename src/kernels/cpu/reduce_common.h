@@ -9,6 +9,7 @@
 // chunk results with the same rule gives the very same tree: results are identical whether a
 // reduction runs serially or over chunks in parallel, with any number of threads.
 #pragma once
+#include "kernels/cpu/isa_namespace.h"
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -27,6 +28,7 @@
 #endif
 
 namespace tessera::cpu {
+TS_CPU_ISA_BEGIN  // Note [ISA namespaces] in kernels/cpu/isa_namespace.h
 
 inline constexpr int kMaxGroupDims = 25;
 
@@ -190,4 +192,5 @@ inline A fold_partials(const A* p, int64_t n, Combine&& combine) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+TS_CPU_ISA_END
 }  // namespace tessera::cpu

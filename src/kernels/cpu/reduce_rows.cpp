@@ -15,7 +15,7 @@
 #include "kernels/cpu/reduce_cpu.h"
 #include "ops/reduce_kernel.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 constexpr int64_t kRowChunk = 65536;
@@ -367,4 +367,4 @@ void register_reduce_rows() {
   logsumexp_kernel.set(DeviceType::CPU, &logsumexp_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -1,37 +1,65 @@
-// Fills the op table's CPU slots, once, at library start-up (tessera_init.cpp).
+// Fills the op table's CPU slots, once, at library start-up (tessera_init.cpp): the families built
+// once, and the dispatched families at the level chosen for this CPU (Note [CPU ISA dispatch] in
+// runtime/cpu_isa.h).
 #include "kernels/cpu/cpu_kernels.h"
+#include "runtime/cpu_isa.h"
+#include "tessera/error.h"
 
 namespace tessera::cpu {
 
-void register_cpu_kernels() {
-  register_copy();
-  register_threads();
+bool isa_level_built(IsaLevel level) {
+  switch (level) {
+    case IsaLevel::baseline: return true;
+    case IsaLevel::avx2:
+#if defined(TESSERA_CPU_ISA_AVX2)
+      return true;
+#else
+      return false;
+#endif
+    case IsaLevel::avx512:
+#if defined(TESSERA_CPU_ISA_AVX512)
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
 
-  // family elementwise: call register_elementwise() on the next line
-  register_elementwise();
-  // family reduce: call register_reduce() on the next line
-  register_reduce();
-  // family linalg: call register_linalg() on the next line
-  register_linalg();
+void register_dispatched_kernels(IsaLevel level) {
+  const CpuInfo& info = cpu_info();
+  TS_CHECK(level <= info.supported, ValueError, "register_dispatched_kernels: this CPU (", info.name,
+           ") supports the CPU kernels up to level ", isa_level_name(info.supported), ", got level ",
+           isa_level_name(level));
+  TS_CHECK(isa_level_built(level), ValueError, "register_dispatched_kernels: this build holds no ",
+           isa_level_name(level), " kernels (they are built on x86-64 only)");
+  switch (level) {
+    case IsaLevel::baseline: baseline::register_dispatched(); break;
+    case IsaLevel::avx2:
+#if defined(TESSERA_CPU_ISA_AVX2)
+      avx2::register_dispatched();
+#endif
+      break;
+    case IsaLevel::avx512:
+#if defined(TESSERA_CPU_ISA_AVX512)
+      avx512::register_dispatched();
+#endif
+      break;
+  }
+}
+
+void register_cpu_kernels() {
+  register_threads();
+  IsaLevel level = cpu_info().level;
+  while (!isa_level_built(level)) level = IsaLevel(int(level) - 1);
+  register_dispatched_kernels(level);
+
   // family index: call register_index() on the next line
   register_index();
   // family shape_ops: call register_shape_ops() on the next line
   register_shape_ops();
   register_range();
-  // family random: call register_random() on the next line
-  register_random();
-  // family optim: call register_optim() on the next line
-  register_optim();
-
-  // family conv: call register_conv() (and register_pool()) on the next line
-  register_conv();
-  register_pool();
-  register_norm();  // family norm
-  register_batch_norm();
-  register_loss();
   register_attention();
-  register_amp();
-  register_foreach();
 }
 
 }  // namespace tessera::cpu

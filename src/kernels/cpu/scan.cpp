@@ -10,7 +10,7 @@
 #include "kernels/cpu/reduce_cpu.h"
 #include "ops/reduce_kernel.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 template <class T>
@@ -100,4 +100,4 @@ void scan_cpu(const Tensor& out, const Tensor& in, int64_t dim, ScanOp op) {
 
 void register_scan() { scan_kernel.set(DeviceType::CPU, &scan_cpu); }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -17,7 +17,7 @@
 #include "ops/elementwise_kernel.h"
 #include "tensor/dispatch_dtype.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 inline float k_exp(float v) { return vec::exp(v); }
@@ -133,4 +133,4 @@ void register_elementwise() {
   register_softmax();
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -15,7 +15,7 @@
 #include "ops/elementwise_kernel.h"
 #include "tensor/elementwise_iter.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 // A bool operand is loaded through its byte and converted per element: GCC does not vectorize a loop
@@ -172,4 +172,4 @@ void register_ternary() {
   allclose_kernel.set(DeviceType::CPU, &allclose_cpu);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

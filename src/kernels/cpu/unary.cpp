@@ -15,7 +15,7 @@
 #include "ops/elementwise_kernel.h"
 #include "tensor/elementwise_iter.h"
 
-namespace tessera::cpu {
+namespace tessera::cpu::inline TS_CPU_ISA {  // Note [ISA namespaces]
 namespace {
 
 template <class In, class Out, class F>
@@ -177,4 +177,4 @@ void unary_cpu(const Tensor& out, const Tensor& x, UnaryOp op, const UnaryParams
 
 void register_unary() { unary_kernel.set(DeviceType::CPU, &unary_cpu); }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::cpu::TS_CPU_ISA

@@ -23,7 +23,13 @@
 #define TS_LAMBDA_INLINE
 #endif
 
+// Note [ISA namespaces] (kernels/cpu/isa_namespace.h): in a dispatched kernel file these are the
+// level's own copies. Generated kernels include this text without the build's definitions.
+#if defined(TS_CPU_ISA)
+namespace tessera::cpu::inline TS_CPU_ISA::vec {
+#else
 namespace tessera::cpu::vec {
+#endif
 
 // Round to nearest even as an integer-valued float, for |x| < 2^22 (the reduced arguments here).
 TS_VEC_INLINE float round_magic(float x) {
