@@ -1,0 +1,1 @@
+from tessera._C import *  # noqa
