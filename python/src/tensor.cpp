@@ -65,7 +65,9 @@ Tensor tensor_to(const Tensor& self, const py::args& args, const py::kwargs& kwa
 }
 
 std::string tensor_repr(const Tensor& t) {
+  // The C++ printer writes dtype=float64 (PyTorch's C++ spelling); Python shows the module's name.
   std::string s = t.str();
+  for (size_t at = s.find("dtype="); at != std::string::npos; at = s.find("dtype=", at + 14)) s.insert(at + 6, "tessera.");
   std::string extra;
   if (auto fn = t.grad_fn()) extra = "grad_fn=<" + fn->name() + ">";
   else if (t.requires_grad()) extra = "requires_grad=True";
@@ -583,6 +585,8 @@ rt.var_mean = collections.namedtuple("var_mean", ["var", "mean"])
       }, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = false)
       .def("argsort", &Tensor::argsort, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = false, Release());
 
+  // numpy defers to Tensor's reflected operators (np.float64(2) * t is a Tensor), as for torch.Tensor.
+  cls.attr("__array_priority__") = 1000;
   init_tensor_index(cls);
   init_tensor_data(m, cls);
   init_dlpack(m, cls);

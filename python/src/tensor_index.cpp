@@ -128,10 +128,17 @@ Tensor getitem(const Tensor& self, py::handle key) {
   return r.view.index(r.index);
 }
 
+// PyTorch drops a value's leading size-1 dims beyond the target's rank: x[1, 1:3] = t of (1, 2).
+Tensor strip_leading_ones(Tensor v, int64_t target_dim) {
+  while (v.dim() > target_dim && v.size(0) == 1) v = v.squeeze(0);
+  return v;
+}
+
 void setitem(Tensor& self, py::handle key, py::handle value) {
   Indexed r = apply_key(self, key);
   if (is_tensor(value)) {
     Tensor v = value.cast<Tensor>();
+    if (r.index.empty()) v = strip_leading_ones(v, r.view.dim());
     py::gil_scoped_release release;
     if (r.index.empty()) {
       r.view.copy_(v);
