@@ -1,0 +1,66 @@
+// tessera's error classes as Python exceptions of the matching built-in kind, with the same message.
+//
+// Note [Error mapping]: each tessera::Error subclass becomes a Python class deriving from the built-in
+// exception PyTorch raises for that kind of mistake, so `except IndexError` and `except RuntimeError`
+// catch what they catch in PyTorch, and `except tessera.ShapeError` catches exactly tessera's class:
+//     IndexError          -> tessera.IndexError(IndexError)          an index or dim out of range
+//     ValueError          -> tessera.ValueError(ValueError)          a bad argument value
+//     DTypeError          -> tessera.DTypeError(TypeError)           an unsupported or mismatched dtype
+//     ShapeError          -> tessera.ShapeError(RuntimeError)        sizes that do not match (PyTorch: RuntimeError)
+//     DeviceError         -> tessera.DeviceError(RuntimeError)       tensors on different devices, no GPU
+//     OutOfMemoryError    -> tessera.OutOfMemoryError(RuntimeError)  as torch.cuda.OutOfMemoryError
+//     NotImplementedError -> tessera.NotImplementedError(NotImplementedError)
+//     IOError             -> tessera.IOError(OSError)                a file that cannot be read or written
+//     Error (any other)   -> RuntimeError
+// A C++ exception that is not a tessera::Error keeps pybind11's own mapping (std::bad_alloc ->
+// MemoryError, std::out_of_range -> IndexError, anything else -> RuntimeError): never a crash.
+#include "bindings.h"
+
+namespace tessera::python {
+namespace {
+
+PyObject* make_class(py::module_& m, const char* name, PyObject* base) {
+  std::string qual = std::string("tessera.") + name;
+  PyObject* cls = PyErr_NewException(qual.c_str(), base, nullptr);
+  if (!cls) throw py::error_already_set();
+  m.add_object(name, py::handle(cls));
+  return cls;
+}
+
+}  // namespace
+
+void init_errors(py::module_& m) {
+  static PyObject* index_error = make_class(m, "IndexError", PyExc_IndexError);
+  static PyObject* value_error = make_class(m, "ValueError", PyExc_ValueError);
+  static PyObject* dtype_error = make_class(m, "DTypeError", PyExc_TypeError);
+  static PyObject* shape_error = make_class(m, "ShapeError", PyExc_RuntimeError);
+  static PyObject* device_error = make_class(m, "DeviceError", PyExc_RuntimeError);
+  static PyObject* oom_error = make_class(m, "OutOfMemoryError", PyExc_RuntimeError);
+  static PyObject* not_impl_error = make_class(m, "NotImplementedError", PyExc_NotImplementedError);
+  static PyObject* io_error = make_class(m, "IOError", PyExc_OSError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const IndexError& e) {
+      PyErr_SetString(index_error, e.what());
+    } catch (const ValueError& e) {
+      PyErr_SetString(value_error, e.what());
+    } catch (const DTypeError& e) {
+      PyErr_SetString(dtype_error, e.what());
+    } catch (const ShapeError& e) {
+      PyErr_SetString(shape_error, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(device_error, e.what());
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(oom_error, e.what());
+    } catch (const NotImplementedError& e) {
+      PyErr_SetString(not_impl_error, e.what());
+    } catch (const IOError& e) {
+      PyErr_SetString(io_error, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+}
+
+}  // namespace tessera::python

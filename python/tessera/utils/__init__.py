@@ -1,0 +1,2 @@
+"""tessera.utils: data (Dataset, TensorDataset, DataLoader)."""
+from tessera.utils import data  # noqa: F401
