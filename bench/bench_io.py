@@ -40,12 +40,14 @@ def json_lines(text):
     return header, rows
 
 
-def run(cmd, what, timeout, announce=False):
-    """One side's (header, rows), or ({}, {}) with the reason printed when it could not run."""
+def run(cmd, what, timeout, announce=False, env=None):
+    """One side's (header, rows), or ({}, {}) with the reason printed when it could not run. env: variables
+    set for the child on top of this process's environment."""
     if announce:
         print(f"==> {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired as e:
         # The rows printed before the limit are kept (each row is one complete line).
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")

@@ -12,6 +12,7 @@
 //
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
 // "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen]
+// [--compile-time]
 // Codegen rows (backend "codegen", forward without autograd, against eager): a 12-op pointwise chain,
 // softmax, residual add + layer norm, RMS norm, and on the GPU the inference throughput of ResNet-50 and
 // GPT-2 124M (bench_inference); bench/torch/compile_ops.py is their PyTorch side.
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -240,6 +242,141 @@ void bench_inference(ts::Device dev, int rounds) {
   }
 }
 
+// ReduceOverhead (Note [ReduceOverhead]): a whole training step (zero_grad, forward, loss, backward,
+// SGD with momentum) compiled with mode ReduceOverhead, replayed as one CUDA graph, against the same
+// step run eagerly; alternating rounds of `iters` steps. bench/torch/compile_ops.py times PyTorch's
+// eager step and its torch.cuda.graph replay of the same step. The MLP 784-512-512-10 (batch 128,
+// float32: the amp-graphs suite's) and GPT-2 124M (1 x 256 tokens, bf16 autocast, dropout 0).
+template <class Step>
+void bench_graphed_step(const char* name, Step& eager_step, ts::Device dev, int rounds, int iters) {
+  ts::CompileOptions o;
+  o.mode = ts::CompileMode::ReduceOverhead;
+  auto compiled = ts::compile([&] { return eager_step(); }, o);
+  for (int i = 0; i < 3; ++i) compiled();  // call 3 is the first replay
+  eager_step();
+  std::vector<double> g, e;
+  for (int r = 0; r < rounds; ++r) {
+    sync(dev);
+    double t0 = now_ms();
+    for (int i = 0; i < iters; ++i) compiled();
+    sync(dev);
+    g.push_back((now_ms() - t0) / iters);
+    t0 = now_ms();
+    for (int i = 0; i < iters; ++i) eager_step();
+    sync(dev);
+    e.push_back((now_ms() - t0) / iters);
+  }
+  const ts::CompileStats s = compiled.stats();
+  std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, "
+              "\"cuda_graphs\": %d, \"cuda_graph_replays\": %d}\n",
+              name, list(g).c_str(), list(e).c_str(), s.cuda_graphs, s.cuda_graph_replays);
+  std::fflush(stdout);
+}
+
+void bench_reduce_overhead(ts::Device dev, int rounds) {
+  if (!dev.is_cuda()) return;  // CUDA graphs
+  {
+    ts::models::MLP net(784, {512, 512}, 10);
+    net.to(dev);
+    ts::optim::SGD opt(net.parameters(), {.lr = 0.01, .momentum = 0.9});
+    ts::Tensor x = ts::randn({128, 784}, ts::TensorOptions(ts::kFloat32, dev));
+    ts::Tensor y = ts::randint(0, 10, {128}, ts::TensorOptions(ts::kInt64, dev));
+    auto step = [&] {
+      opt.zero_grad();
+      ts::Tensor loss = F::cross_entropy(net.forward(x), y);
+      loss.backward();
+      opt.step();
+      return loss.detach();
+    };
+    bench_graphed_step("call mlp-784-512-512-10 b128 sgd train step (reduce-overhead)", step, dev, rounds, 100);
+  }
+  {
+    ts::models::GPT2Config cfg;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0;
+    ts::models::GPT2 model(cfg);
+    model.to(dev);
+    ts::optim::SGD opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
+    ts::Tensor idx = ts::randint(0, cfg.vocab_size, {1, 256}, ts::TensorOptions(ts::kInt64, dev));
+    ts::Tensor tgt = ts::randint(0, cfg.vocab_size, {1, 256}, ts::TensorOptions(ts::kInt64, dev));
+    auto step = [&] {
+      opt.zero_grad();
+      ts::Tensor loss;
+      {
+        ts::amp::autocast bf16(dev, ts::kBFloat16);
+        loss = model.loss(idx, tgt);
+      }
+      loss.backward();
+      opt.step();
+      return loss.detach();
+    };
+    bench_graphed_step("call gpt2-124m 1x256 bf16 sgd train step (reduce-overhead)", step, dev, rounds, 20);
+  }
+}
+
+// Compile time (--compile-time): the first call of a compiled program with the codegen backend, which
+// captures, verifies, fuses and builds its kernels (NVRTC on the GPU, the system C++ compiler on the
+// CPU), then runs it; beside it one eager call of the same program. run_compile.py runs this twice
+// with TESSERA_CACHE_DIR on a fresh folder: cold (every kernel built), then warm (every kernel read
+// back from the disk cache). ResNet-50's inference forward (on the GPU as the throughput row: batch
+// 256, 224x224, channels-last, bf16 autocast; on the CPU batch 1 at 64x64) and GPT-2 124M's training
+// step, loss forward and backward (on the GPU 4 x 1024 tokens under bf16 autocast; on the CPU 1 x 64).
+template <class Program>
+void compile_time_row(const char* name, ts::Device dev, const Program& program, bool inference) {
+  ts::CompileOptions o;
+  o.backend = "codegen";
+  auto f = ts::compile([&] { return program(); }, o);
+  auto step = [&](auto& fn) {
+    if (inference) {
+      ts::NoGradGuard no_grad;
+      fn();
+    } else {
+      fn().backward();
+    }
+  };
+  sync(dev);
+  double t0 = now_ms();
+  step(f);
+  sync(dev);
+  const double first = now_ms() - t0;
+  auto eager = [&] { return program(); };
+  step(eager);  // the eager side warm (cuBLAS and cuDNN plans chosen), as the compiled side's run was
+  sync(dev);
+  t0 = now_ms();
+  step(eager);
+  sync(dev);
+  const double e = now_ms() - t0;
+  const ts::CompileStats s = f.stats();
+  std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": [%.4f], \"eager_samples\": [%.4f], "
+              "\"kernels\": %d, \"builds\": %d, \"cache_hits\": %d, \"codegen_ms\": %.3f, \"eager_calls\": %d}\n",
+              name, first, e, s.kernels, s.builds, s.cache_hits, s.codegen_ms, s.eager_calls);
+  std::fflush(stdout);
+}
+
+void bench_compile_time(ts::Device dev) {
+  const bool gpu = dev.is_cuda();
+  std::optional<ts::amp::autocast> bf16;
+  if (gpu) bf16.emplace(dev, ts::kBFloat16);
+  {
+    ts::models::ResNet model = ts::models::resnet50(1000);
+    model.to(dev);
+    model.eval();
+    const int64_t b = gpu ? 256 : 1, hw = gpu ? 224 : 64;
+    ts::Tensor x = ts::randn({b, 3, hw, hw}, ts::TensorOptions(ts::kFloat32, dev)).contiguous(ts::MemoryFormat::ChannelsLast);
+    compile_time_row("compile resnet50 inference first call (codegen)", dev, [&] { return model.forward(x); }, true);
+  }
+  {
+    ts::models::GPT2Config cfg;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0;
+    ts::models::GPT2 model(cfg);
+    model.to(dev);
+    const int64_t b = gpu ? 4 : 1, t = gpu ? 1024 : 64;
+    ts::Tensor idx = ts::randint(0, cfg.vocab_size, {b, t}, ts::TensorOptions(ts::kInt64, dev));
+    ts::Tensor tgt = ts::randint(0, cfg.vocab_size, {b, t}, ts::TensorOptions(ts::kInt64, dev));
+    compile_time_row("compile gpt2-124m train step first call (codegen)", dev, [&] { return model.loss(idx, tgt); },
+                     false);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -247,14 +384,20 @@ int main(int argc, char** argv) {
   int rounds = 5;
   int64_t gpt_seq = 64;
   bool only_codegen = false;  // the codegen rows only (the PyTorch comparison alternates with them)
+  bool compile_time = false;  // the compile-time rows only
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = ts::Device(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--only-codegen")) only_codegen = true;
+    else if (!std::strcmp(argv[i], "--compile-time")) compile_time = true;
   }
   std::printf("{\"device\": \"%s\", \"rounds\": %d}\n", dev.str().c_str(), rounds);
   ts::manual_seed(0);
+  if (compile_time) {
+    bench_compile_time(dev);
+    return 0;
+  }
 
   if (!only_codegen) {
     bench_models(dev, rounds, gpt_seq);
@@ -285,5 +428,6 @@ int main(int argc, char** argv) {
   bench_rows("rmsnorm", rows, 4096, dev, rounds,
              [](const ts::Tensor& x, const ts::Tensor&, const ts::Tensor& w) { return F::rms_norm(x, {4096}, w, 1e-6); });
   bench_inference(dev, rounds);
+  bench_reduce_overhead(dev, rounds);
   return 0;
 }

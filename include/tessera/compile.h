@@ -40,9 +40,27 @@
 // kernels, C++ on the CPU and CUDA through NVRTC, cached on disk; matmuls and convolutions stay
 // library calls). Set TESSERA_COMPILE_DEBUG_DIR to read the graphs, groups and sources. The codegen
 // plan runs where autograd records nothing (no_grad, inputs that need no gradient, or a captured
-// joint backward). Modes Default, ReduceOverhead and MaxAutotune are accepted and act alike until CUDA
-// graphs and autotuning land; `dynamic = true` is accepted and warns that each batch size is still a
-// variant of its own.
+// joint backward).
+//
+// Mode ReduceOverhead replays each variant's whole call as one CUDA graph from its third call on
+// (Note [ReduceOverhead] in src/compile/graphed_steps.h): compile a whole training step, forward,
+// backward and optimizer step, and each call is one launch. The call's tensor arguments are copied
+// into the graph's static inputs; the outputs are the graph's static outputs, overwritten by the next
+// call (as PyTorch's CUDA graphs: clone what must be kept). Host numbers the step reads (a learning
+// rate) are baked in: pass them as arguments. Calls that cannot be graphed (CPU tensors, arguments
+// that require grad, outputs that take a gradient, a synchronization or Adam's host step count in the
+// step) run as the Default mode's, with a warning naming the reason.
+//
+//   auto step = ts::compile([&](const ts::Tensor& x, const ts::Tensor& y) {
+//     opt.zero_grad();
+//     ts::Tensor loss = F::cross_entropy(model.forward(x), y);
+//     loss.backward();
+//     opt.step();
+//     return loss.detach();
+//   }, {.mode = ts::CompileMode::ReduceOverhead});
+//
+// MaxAutotune acts as Default until autotuning lands; `dynamic = true` is accepted and warns that each
+// batch size is still a variant of its own.
 #pragma once
 #include <functional>
 #include <memory>
@@ -102,6 +120,23 @@ std::vector<Tensor> flatten(R&& r) {
   }
 }
 
+// An argument as the callable receives it when ReduceOverhead runs it on its static inputs: a tensor
+// (or a vector of them) taken from `in` at `i` onwards, anything else as given.
+template <class A>
+decltype(auto) substitute(A& a, const std::vector<Tensor>& in, size_t& i) {
+  using T = std::remove_cvref_t<A>;
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return Tensor(in.at(i++));
+  } else if constexpr (std::is_same_v<T, std::vector<Tensor>>) {
+    std::vector<Tensor> v(in.begin() + static_cast<std::ptrdiff_t>(i),
+                          in.begin() + static_cast<std::ptrdiff_t>(i + a.size()));
+    i += a.size();
+    return v;
+  } else {
+    return (a);
+  }
+}
+
 template <class R>
 R unflatten(std::vector<Tensor>&& out) {
   if constexpr (std::is_same_v<R, Tensor>) {
@@ -129,7 +164,15 @@ class Compiled {
     std::vector<Tensor> ts;
     std::vector<std::string> ss;
     (compile_detail::collect(ts, ss, args), ...);
-    std::vector<Tensor> out = core_.run(ts, ss, [&] { return compile_detail::flatten(std::invoke(fn_, args...)); });
+    auto program = [&] { return compile_detail::flatten(std::invoke(fn_, args...)); };
+    // The same call on other tensors (ReduceOverhead's static inputs). Braces: the arguments are
+    // substituted left to right.
+    auto program_on = [&](const std::vector<Tensor>& in) {
+      size_t i = 0;
+      std::tuple<decltype(compile_detail::substitute(args, in, i))...> subst{compile_detail::substitute(args, in, i)...};
+      return compile_detail::flatten(std::apply([&](auto&... a) { return std::invoke(fn_, a...); }, subst));
+    };
+    std::vector<Tensor> out = core_.run(ts, ss, program, program_on);
     return compile_detail::unflatten<R>(std::move(out));
   }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,32 @@ bool is_current_stream_capturing();
 // Raises Error "<op>: cannot synchronize the device while a CUDA graph is being captured (...)" when the
 // current stream is being captured. What every synchronizing call of tessera calls first.
 void check_not_capturing(const char* op);
+
+// Raises Error "<op>: cannot be captured in a CUDA graph: <why>" when the current stream is being
+// captured: work whose replay would silently differ from running it (an optimizer whose step count
+// lives on the host would replay the first step's bias correction forever). Under a CaptureProbe it
+// records the reason instead, as check_not_capturing does.
+void check_capturable(const char* op, const char* why);
+
+// Note [Capture probe]: while a CaptureProbe lives on a thread, the work run there that could not be
+// captured (a synchronization with the host, check_capturable's cases) is recorded rather than
+// refused: reason() names the first such op, empty when there was none. ts::compile's ReduceOverhead
+// mode runs its warm-up call under one, and captures only a step whose warm-up left no reason, so that
+// a capture that would fail halfway (leaving gradients in buffers that were never computed) is not
+// attempted. Probes nest; the innermost records.
+class CaptureProbe {
+ public:
+  CaptureProbe();
+  ~CaptureProbe();
+  CaptureProbe(const CaptureProbe&) = delete;
+  CaptureProbe& operator=(const CaptureProbe&) = delete;
+  const std::string& reason() const { return reason_; }
+  void note(std::string reason);  // keeps the first
+
+ private:
+  std::string reason_;
+  CaptureProbe* prev_;
+};
 
 // ---- make_graphed: a whole step as one graph ----------------------------------------------------
 using TensorsFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;

@@ -1,14 +1,17 @@
 // The compiled function's core (include/tessera/compile.h): variants, guards, captures, the
 // recompile limit and the warnings.
+#include <chrono>
 #include <iostream>
 #include <mutex>
 #include <optional>
 
 #include "compile/capture.h"
 #include "compile/codegen/compiled_kernels.h"
+#include "compile/codegen/kernel_cache.h"
 #include "compile/compiled_backward.h"
 #include "compile/executor.h"
 #include "compile/fusion.h"
+#include "compile/graphed_steps.h"
 #include "compile/guards.h"
 #include "compile/passes.h"
 #include "compile/verify.h"
@@ -102,6 +105,7 @@ struct CompiledProgramState {
   CompileStats stats;
   bool over_limit = false;
   int last_variant = -1;
+  compiler::GraphedSteps graphed;  // mode ReduceOverhead
 };
 
 CompiledProgram::CompiledProgram(CompileOptions options, std::string name, StateFn state)
@@ -119,7 +123,21 @@ CompiledProgram::CompiledProgram(CompileOptions options, std::string name, State
 }
 
 std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
-                                         const Program& program) {
+                                         const Program& program, const ProgramOn& program_on) {
+  CompiledProgramState& s = *s_;
+  if (s.options.mode != CompileMode::ReduceOverhead || !program_on || detail::t_capturing)
+    return run_default(args, scalars, program);
+  compiler::CallState call;
+  call.args = args;
+  call.scalars = scalars;
+  if (s.state) s.state(call.params, call.training);
+  auto run_on = [&](const std::vector<Tensor>& in) { return run_default(in, scalars, [&] { return program_on(in); }); };
+  return s.graphed.call(call, run_on, [&](const std::string& m) { warn("compile(" + s.name + "): " + m); },
+                        s.options.recompile_limit);
+}
+
+std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args,
+                                                 const std::vector<std::string>& scalars, const Program& program) {
   CompiledProgramState& s = *s_;
   // A compiled function called by a program being captured is part of that program.
   if (detail::t_capturing) return program();
@@ -195,6 +213,8 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
   if (r.complete && s.options.backend == "codegen") {
     // Outside the verification's fallback: a kernel that fails to build raises (with the compiler's
     // log and the source's path), as a failing backend does in PyTorch.
+    const auto t0 = std::chrono::steady_clock::now();
+    const compiler::KernelCacheStats cache0 = compiler::kernel_cache_stats();
     v.fused_graph = v.graph;
     compiler::run_codegen_passes(v.fused_graph, v.num_outputs);
     const compiler::FusionPlan f = compiler::plan_fusion(v.fused_graph);
@@ -211,6 +231,11 @@ std::vector<Tensor> CompiledProgram::run(const std::vector<Tensor>& args, const 
       v.backward = std::move(b);
     }
     s.stats.launches = v.fused->launches + (v.backward ? v.backward->plan.launches : 0);
+    const compiler::KernelCacheStats cache1 = compiler::kernel_cache_stats();
+    s.stats.builds += static_cast<int>(cache1.compiled - cache0.compiled);
+    s.stats.cache_hits +=
+        static_cast<int>(cache1.disk_hits - cache0.disk_hits + cache1.memory_hits - cache0.memory_hits);
+    s.stats.codegen_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   if (!r.complete) {
     if (s.options.fullgraph)
@@ -265,7 +290,10 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
 
 CompileStats CompiledProgram::stats() const {
   std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->stats;
+  CompileStats st = s_->stats;
+  st.cuda_graphs = s_->graphed.graphs();
+  st.cuda_graph_replays = s_->graphed.replays();
+  return st;
 }
 
 std::string CompiledProgram::last_graph() const {
@@ -274,6 +302,7 @@ std::string CompiledProgram::last_graph() const {
 }
 
 void CompiledProgram::reset() {
+  s_->graphed.reset();
   std::lock_guard<std::mutex> lock(s_->mu);
   s_->variants.clear();
   s_->stats = CompileStats{};

@@ -9,14 +9,15 @@
 //  - lse (B, H, L) contiguous in the statistics dtype S: float32 for float16 / bfloat16 / float32,
 //    float64 for float64 (so that a float64 gradcheck keeps its digits);
 //  - outputs freshly allocated: lse (B, H, L) of S contiguous; out (B, H, L, D), dq, dk, dv of T with
-//    the shapes of q, k, v and their last dim contiguous. On the CPU they are contiguous; on the GPU
-//    each is dense in the dim order of its input (out and dq of q, dk of k, dv of v: dims sorted by
-//    the input's strides, last dim innermost), as PyTorch's cuDNN attention allocates them: a
-//    contiguous q gives a contiguous out and dq (a leaf's gradient is taken as it is, no copy), GPT-2's
-//    transposed (B, L, H, D) views give (B, L, H, D) memory, so that y.transpose(1, 2).reshape(B, L,
-//    H D) and the gradients of the transposed views are views, not copies. Except: q, k, v cut from
-//    one projection get dq, dk, dv side by side in one buffer, each with its input's strides (Note
-//    [Packed attention gradients], ops/attention_ops.cpp). The kernels write through the strides.
+//    the shapes of q, k, v and their last dim contiguous. On every device (the layout is a function of
+//    the inputs' layouts alone, so the meta device gives the same) each is dense in the dim order of
+//    its input (out and dq of q, dk of k, dv of v: dims sorted by the input's strides, last dim
+//    innermost), as PyTorch's cuDNN attention allocates them: a contiguous q gives a contiguous out
+//    and dq (a leaf's gradient is taken as it is, no copy), GPT-2's transposed (B, L, H, D) views give
+//    (B, L, H, D) memory, so that y.transpose(1, 2).reshape(B, L, H D) and the gradients of the
+//    transposed views are views, not copies. Except on the GPU: q, k, v cut from one projection get
+//    dq, dk, dv side by side in one buffer, each with its input's strides (Note [Packed attention
+//    gradients], ops/attention_ops.cpp). The kernels write through the strides.
 // B, H, L, S, D >= 1 (the op returns early on empty batches). The GPU kernels take T in {float16,
 // bfloat16} and D in {64, 128}; the op rejects other cases on the GPU (the functional
 // scaled_dot_product_attention then uses its composite path).

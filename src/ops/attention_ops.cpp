@@ -93,12 +93,12 @@ AttentionParams check_qkv(const char* op, const Tensor& q, const Tensor& k, cons
   return AttentionParams{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), causal, scale};
 }
 
-// An output of x's (B, H, N, D) shape (Note [Flash attention layout]): contiguous on the CPU; on the
-// GPU dense with x's dim order (dims sorted by x's strides, largest outermost, ties in dim order) and
-// the last dim innermost, as PyTorch's cuDNN attention allocates them. A (B, H, N, D)-contiguous x gets
-// a contiguous output; GPT-2's transposed (B, N, H, D) views get (B, N, H, D) memory.
+// An output of x's (B, H, N, D) shape (Note [Flash attention layout]): dense with x's dim order (dims
+// sorted by x's strides, largest outermost, ties in dim order) and the last dim innermost, as PyTorch's
+// cuDNN attention allocates them. A (B, H, N, D)-contiguous x gets a contiguous output; GPT-2's
+// transposed (B, N, H, D) views get (B, N, H, D) memory. The same on every device, the meta device
+// included: the layout is a function of x's layout alone, so a captured graph's layouts re-infer.
 Tensor make_output(const Tensor& x, DType d) {
-  if (!x.device().is_cuda()) return make_empty(x.sizes(), d, x.device());
   std::array<int64_t, 3> order = {0, 1, 2};  // outermost first; dim 3 is innermost
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
   Shape strides(4);
@@ -133,7 +133,11 @@ bool dense_layout(const Shape& sizes, const Shape& strides) {
 // where that buffer is dense and its rows 16-byte aligned. The split's backward (autograd/derivatives/
 // shape_ops.cpp, split_back) finds the three gradients adjacent in one storage and returns their union
 // as a view instead of concatenating them: the qkv gradient costs no copy. Otherwise each gradient is
-// its own buffer (make_output). GPU only: the CPU kernels write contiguous outputs.
+// its own buffer (make_output). GPU only, where the packed buffer saves GPT-2's qkv gradient copy;
+// the CPU and the meta device give each gradient its own buffer. A joint backward (Note [Joint graph],
+// compile/capture.h) of packed gradients is not captured yet: tried with the packing on the CPU, the
+// capture of split's backward (the union view) raised, so the compiled function's backward runs
+// through autograd there (CompileStats::no_backward_reasons says why).
 std::optional<std::array<Tensor, 3>> packed_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType d) {
   if (!q.device().is_cuda()) return std::nullopt;
   const auto& sq = q.impl_ptr()->storage();

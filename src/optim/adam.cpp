@@ -8,6 +8,7 @@
 
 #include "ops/optim_ops.h"
 #include "optim/optim_common.h"
+#include "tessera/cuda_graph.h"
 #include "tessera/functions.h"
 #include "tessera/optim/optimizers.h"
 
@@ -71,6 +72,11 @@ template <class Options>
 void adam_step_group(const std::string& name, const std::vector<Tensor>& group_params, std::vector<ParamState>& states,
                      const Options& o, bool decoupled) {
   const AdamKernelParams kp{o.lr, o.betas[0], o.betas[1], o.eps, o.weight_decay, decoupled, o.amsgrad, o.maximize};
+  // Before any state changes: a capture refused here leaves the optimizer as it was.
+  cuda::check_capturable((name + ".step").c_str(),
+                         "its step count and bias corrections are host numbers, which a replay would repeat from "
+                         "the captured step (PyTorch's capturable=True keeps them on the device; tessera's Adam does "
+                         "not have it yet): keep the optimizer step out of the graph");
   TensorList params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
   std::vector<int64_t> steps;
   std::vector<Device> devices;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "optim/optim_common.h"
+#include "tessera/cuda_graph.h"
 #include "tessera/functions.h"
 #include "tessera/optim/optimizers.h"
 
@@ -116,6 +117,9 @@ void Adagrad::on_add_group(size_t group) {
 
 void Adagrad::step_group(size_t group) {
   const AdagradOptions& o = options_[group];
+  if (o.lr_decay != 0)
+    cuda::check_capturable("Adagrad.step", "with lr_decay its learning rate follows a host step count, which a "
+                                           "replay would repeat from the captured step");
   for (auto& e : detail::params_with_grad(name(), params_[group])) {
     ParamState& st = state_[group][e.index];
     if (!st.initialized || !st.buffers.count("sum")) {  // e.g. a state dict that lacked it

@@ -246,13 +246,18 @@ TEST(CodegenCache, ASecondProcessLoadsTheKernelsFromDisk) {
     auto f = ts::compile(chain, codegen());
     f(ts::randn({4, 8}), ts::randn({8}));
     const tc::KernelCacheStats s = tc::kernel_cache_stats();
-    std::exit(s.compiled == 0 && s.disk_hits >= 1 ? 0 : 3);
+    // CompileStats says the same about this function: no build, its library from the cache.
+    const ts::CompileStats cs = f.stats();
+    std::exit(s.compiled == 0 && s.disk_hits >= 1 && cs.builds == 0 && cs.cache_hits == 1 ? 0 : 3);
   }
   ScratchCache cache("second-process");
   const int64_t before = tc::kernel_cache_stats().compiled;
   auto f = ts::compile(chain, codegen());
   f(ts::randn({4, 8}), ts::randn({8}));
   EXPECT_EQ(tc::kernel_cache_stats().compiled - before, 1);
+  EXPECT_EQ(f.stats().builds, 1);
+  EXPECT_EQ(f.stats().cache_hits, 0);
+  EXPECT_GT(f.stats().codegen_ms, 0.0);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   const std::string cmd = "TESSERA_CODEGEN_CHILD=1 '" + self + "' --gtest_filter=CodegenCache.ASecondProcessLoadsTheKernelsFromDisk > /dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "the second process compiled the kernels again";

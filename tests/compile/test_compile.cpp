@@ -9,6 +9,7 @@
 
 #include "common/test_util.h"
 #include "compile/bitwise.h"
+#include "ops/attention_ops.h"
 #include "tessera/compile.h"
 
 namespace ts = tessera;
@@ -285,6 +286,53 @@ TEST(Compile, TheBackwardIsACapturedGraphRunByOneNode) {
   EXPECT_THROW(ts::autograd::grad({l}, {w}, {}, true, /*create_graph=*/true), ts::NotImplementedError);
   l.backward();
   EXPECT_THROW(l.backward(), ts::ValueError);  // the saved values are gone, as in eager
+}
+
+// GPT-2's attention: q, k, v cut from one (B, T, 3C) projection and seen as (B, H, T, D) views. The
+// flash attention op lays its output and gradients out by its inputs' layouts on every device (Note
+// [Flash attention layout]), so the verifier's meta functions re-infer the captured layouts: the
+// forward and the joint backward run as graphs, equal to eager bitwise.
+TEST(Compile, GptAttentionLayoutsReinferAndRunAsGraphs) {
+  const int64_t b = 2, t = 5, h = 2, d = 4, c = h * d;
+  auto attn = [&](const ts::Tensor& x) {
+    std::vector<ts::Tensor> qkv = x.split(c, 2);
+    auto heads = [&](const ts::Tensor& y) { return y.view({b, t, h, d}).transpose(1, 2); };
+    ts::Tensor y = std::get<0>(ts::flash_attention_forward(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), true, 0.5));
+    return y.transpose(1, 2).reshape({b, t, c}).pow(2).sum();
+  };
+  auto f = ts::compile(attn, {.fullgraph = true});
+  for (int call = 0; call < 3; ++call) {
+    const ts::Tensor x0 = ts::randn({b, t, 3 * c}, ts::kFloat64);
+    ts::Tensor x1 = x0.clone().requires_grad_(true), x2 = x0.clone().requires_grad_(true);
+    ts::Tensor l1 = f(x1), l2 = attn(x2);
+    EXPECT_TRUE(bitwise(l1, l2)) << "call " << call;
+    l1.backward();
+    l2.backward();
+    EXPECT_TRUE(bitwise(x1.grad(), x2.grad())) << "call " << call;
+  }
+  const ts::CompileStats s = f.stats();
+  EXPECT_EQ(s.eager_calls, 0);
+  EXPECT_EQ(s.graph_calls, 2);
+  EXPECT_EQ(s.joint_variants, 1) << (s.no_backward_reasons.empty() ? "" : s.no_backward_reasons[0]);
+}
+
+// ReduceOverhead replays CUDA graphs (tests/cuda/test_compile_reduce_overhead.cpp); CPU work runs as
+// the Default mode runs it, and the compiler says why once.
+TEST(Compile, ReduceOverheadOnTheCpuRunsAsDefaultAndSaysWhy) {
+  Warnings w;
+  ts::CompileOptions o;
+  o.mode = ts::CompileMode::ReduceOverhead;
+  auto f = ts::compile(program, o);
+  for (int call = 0; call < 4; ++call) {
+    ts::Tensor x = ts::randn({4, 6}), w2 = ts::randn({5, 6});
+    EXPECT_TRUE(bitwise(f(x, w2), program(x, w2))) << "call " << call;
+  }
+  const ts::CompileStats s = f.stats();
+  EXPECT_EQ(s.cuda_graphs, 0);
+  EXPECT_EQ(s.cuda_graph_replays, 0);
+  EXPECT_EQ(s.graph_calls, 3);
+  EXPECT_EQ(w.seen.size(), 1u);
+  EXPECT_TRUE(w.any_contains("runs without a CUDA graph: argument 0 is on cpu")) << (w.seen.empty() ? "" : w.seen[0]);
 }
 
 TEST(Compile, OutputsSharingStorageAreViewsToAutograd) {

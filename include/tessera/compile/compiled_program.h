@@ -32,6 +32,16 @@ struct CompileStats {
   int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
   int kernels = 0;      // generated kernels (backend codegen), forward and backward graphs together
   int fused_nodes = 0;  // graph nodes that run inside them
+  // Backend codegen, over every capture: the builds a compiler ran (NVRTC on the GPU, one per kernel;
+  // the system C++ compiler on the CPU, one per graph's kernels), the builds answered by the disk cache
+  // or by a module this process had loaded already, and the wall time of the code generation (passes,
+  // fusion, sources, builds, loading) in milliseconds. The cache counts are the process's own during
+  // the captures: another thread compiling at the same time is counted too.
+  int builds = 0, cache_hits = 0;
+  double codegen_ms = 0;
+  // Mode ReduceOverhead (Note [ReduceOverhead] in src/compile/graphed_steps.h): the CUDA graphs
+  // captured (one per variant that could be graphed) and the calls answered by replaying one.
+  int cuda_graphs = 0, cuda_graph_replays = 0;
   // The last captured variant's steps that launch device work (ops and generated kernels; views and
   // scalar fills do not), forward and backward graphs together: as the graph runs, and as eager would
   // run its nodes one by one (the launch counts of a compiled and an eager run).
@@ -52,11 +62,15 @@ class CompiledProgram {
   // Fills a module's parameters and buffers (by name, in order) and every submodule's training flag.
   using StateFn = std::function<void(std::vector<std::pair<std::string, Tensor>>&, std::vector<bool>&)>;
 
+  // The callable run on other tensors in place of the call's tensor arguments (flattened, in order),
+  // its other arguments as given: what ReduceOverhead runs on its static inputs.
+  using ProgramOn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
   CompiledProgram(CompileOptions options, std::string name, StateFn state = {});
   // `program` runs the callable on the call's own arguments; `args` are its tensors, flattened, and
-  // `scalars` its other arguments, printed.
+  // `scalars` its other arguments, printed. `program_on` (mode ReduceOverhead) runs it on others.
   std::vector<Tensor> run(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
-                          const Program& program);
+                          const Program& program, const ProgramOn& program_on = {});
   // Runs the call like run() and describes every variant: its graph, guards, and breaks with reasons.
   std::string explain(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
                       const Program& program);
@@ -65,10 +79,12 @@ class CompiledProgram {
   // its backward graph (empty when it has none).
   std::string last_graph() const;
   std::string last_backward_graph() const;
-  void reset();  // forgets every variant
+  void reset();  // forgets every variant (and every CUDA graph)
   const CompileOptions& options() const;
 
  private:
+  std::vector<Tensor> run_default(const std::vector<Tensor>& args, const std::vector<std::string>& scalars,
+                                  const Program& program);
   std::shared_ptr<struct CompiledProgramState> s_;
 };
 

@@ -2,7 +2,7 @@
 // the reference semantics of the GPU kernels, computed one query row at a time so that no (L, S)
 // matrix exists (one row of S scores per thread). Accumulation in acc_t<T> (float for the 16-bit
 // floats and float32, double for float64); inputs are read through their strides (last dim
-// contiguous), outputs are contiguous.
+// contiguous), outputs are written through theirs.
 //
 // Forward: rows (b, h, i) run in parallel (OpenMP, static schedule); per row the scores of the keys
 // it sees, their max m, l = sum exp(s - m), out = sum exp(s - m) v / l, lse = m + log(l).
@@ -43,8 +43,7 @@ template <class T>
 void forward(const Tensor& out_t, const Tensor& lse_t, const Tensor& q_t, const Tensor& k_t, const Tensor& v_t,
              const AttentionParams& p) {
   using A = acc_t<T>;
-  const View<T> q(q_t), k(k_t), v(v_t);
-  T* out = static_cast<T*>(out_t.data_ptr());
+  const View<T> q(q_t), k(k_t), v(v_t), out(out_t);
   A* lse = static_cast<A*>(lse_t.data_ptr());
   const int64_t D = p.head_dim, L = p.q_len, rows = p.batch * p.heads * L;
   const A scale = static_cast<A>(p.scale);
@@ -70,7 +69,7 @@ void forward(const Tensor& out_t, const Tensor& lse_t, const Tensor& q_t, const 
         const T* vj = v.row(b, h, j);
         for (int64_t d = 0; d < D; ++d) acc[d] += e * static_cast<A>(vj[d]);
       }
-      T* o = out + r * D;
+      T* o = out.row(b, h, i);
       for (int64_t d = 0; d < D; ++d) o[d] = static_cast<T>(acc[d] / l);
       lse[r] = m + std::log(l);
     }
@@ -82,10 +81,7 @@ void backward(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv_t, const 
               const Tensor& k_t, const Tensor& v_t, const Tensor& out_t, const Tensor& lse_t,
               const AttentionParams& p) {
   using A = acc_t<T>;
-  const View<T> q(q_t), k(k_t), v(v_t), o(out_t), dout(do_t);
-  T* dq = static_cast<T*>(dq_t.data_ptr());
-  T* dk = static_cast<T*>(dk_t.data_ptr());
-  T* dv = static_cast<T*>(dv_t.data_ptr());
+  const View<T> q(q_t), k(k_t), v(v_t), o(out_t), dout(do_t), dq(dq_t), dk(dk_t), dv(dv_t);
   const A* lse = static_cast<const A*>(lse_t.data_ptr());
   const int64_t D = p.head_dim, L = p.q_len, S = p.kv_len, heads = p.batch * p.heads;
   const A scale = static_cast<A>(p.scale);
@@ -124,14 +120,16 @@ void backward(const Tensor& dq_t, const Tensor& dk_t, const Tensor& dv_t, const 
             dvj[d] += pij * dor[d];
           }
         }
-        T* dqi = dq + (bh * L + i) * D;
+        T* dqi = dq.row(b, h, i);
         for (int64_t d = 0; d < D; ++d) dqi[d] = static_cast<T>(dqr[d]);
       }
-      T* dkb = dk + bh * S * D;
-      T* dvb = dv + bh * S * D;
-      for (int64_t e = 0; e < S * D; ++e) {
-        dkb[e] = static_cast<T>(dkh[e]);
-        dvb[e] = static_cast<T>(dvh[e]);
+      for (int64_t j = 0; j < S; ++j) {
+        T* dkj = dk.row(b, h, j);
+        T* dvj = dv.row(b, h, j);
+        for (int64_t d = 0; d < D; ++d) {
+          dkj[d] = static_cast<T>(dkh[j * D + d]);
+          dvj[d] = static_cast<T>(dvh[j * D + d]);
+        }
       }
     }
   }

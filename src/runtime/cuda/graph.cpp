@@ -77,8 +77,21 @@ bool stream_is_captured(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+namespace {
+thread_local CaptureProbe* t_probe = nullptr;
+}  // namespace
+
+CaptureProbe::CaptureProbe() : prev_(t_probe) { t_probe = this; }
+CaptureProbe::~CaptureProbe() { t_probe = prev_; }
+void CaptureProbe::note(std::string reason) {
+  if (reason_.empty()) reason_ = std::move(reason);
+}
+
 void check_not_capturing(const char* op, cudaStream_t stream) {
-  if (!stream_is_captured(stream)) [[likely]] return;
+  if (!stream_is_captured(stream)) [[likely]] {
+    if (t_probe) [[unlikely]] t_probe->note(std::string(op) + " synchronizes the device with the host");
+    return;
+  }
   TS_THROW(Error, op, ": cannot synchronize the device while a CUDA graph is being captured (a captured graph "
            "replays its kernels without the host: read results after capture_end and replay, and keep host "
            "reads, printing and synchronizations out of the captured work)");
@@ -87,6 +100,15 @@ void check_not_capturing(const char* op, cudaStream_t stream) {
 void check_not_capturing(const char* op) {
   if (device_count() == 0) return;
   check_not_capturing(op, current_raw_stream(-1));
+}
+
+void check_capturable(const char* op, const char* why) {
+  if (device_count() == 0) return;
+  if (!stream_is_captured(current_raw_stream(-1))) {
+    if (t_probe) t_probe->note(std::string(op) + ": " + why);
+    return;
+  }
+  TS_THROW(Error, op, ": cannot be captured in a CUDA graph: ", why);
 }
 
 bool is_current_stream_capturing() {

@@ -73,5 +73,11 @@ bool Graph::capturing() const { return false; }
 MempoolId graph_pool_handle() { no_cuda("graph_pool_handle"); }
 bool is_current_stream_capturing() { return false; }
 void check_not_capturing(const char*) {}
+void check_capturable(const char*, const char*) {}
+CaptureProbe::CaptureProbe() : prev_(nullptr) {}
+CaptureProbe::~CaptureProbe() = default;
+void CaptureProbe::note(std::string reason) {
+  if (reason_.empty()) reason_ = std::move(reason);
+}
 
 }  // namespace tessera::cuda
