@@ -77,12 +77,12 @@ def compile_time_rows(exe, args):
         ts_env = {"TESSERA_CACHE_DIR": os.path.join(tmp, "tessera")}
         pt_env = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"), "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
         for state in ("cold", "warm"):
-            _, t = run([exe, "--device", args.device, "--compile-time"], "bench_compile --compile-time", 1200,
-                       announce=True, env=ts_env)
+            _, t = run([exe, "--device", args.device, "--compile-time"], "bench_compile --compile-time",
+                       args.side_timeout, announce=True, env=ts_env)
             p = {}
             if args.torch and args.device.startswith("cuda"):
                 _, p = run([sys.executable, script, "--device", args.device, "--compile-time"],
-                           "compile_ops.py --compile-time", 1200, announce=True, env=pt_env)
+                           "compile_ops.py --compile-time", args.side_timeout, announce=True, env=pt_env)
             for name, r in t.items():
                 first, eager = r["samples"][0], r["eager_samples"][0]
                 row = {"work": f"{name} {state} cache", "unit": "ms", "tessera": first, "samples": r["samples"],
@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--torch", action="store_true", help="the codegen rows against PyTorch, alternating")
+    ap.add_argument("--side-timeout", type=int, default=1200,
+                    help="--compile-time: seconds each process may take (the rows it printed are kept)")
     ap.add_argument("--compile-time", action="store_true",
                     help="only the first-call rows, cold and warm, into compile-time-<device>.json")
     args = ap.parse_args()

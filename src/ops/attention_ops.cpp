@@ -134,12 +134,13 @@ bool dense_layout(const Shape& sizes, const Shape& strides) {
 // shape_ops.cpp, split_back) finds the three gradients adjacent in one storage and returns their union
 // as a view instead of concatenating them: the qkv gradient costs no copy. Otherwise each gradient is
 // its own buffer (make_output). GPU only, where the packed buffer saves GPT-2's qkv gradient copy;
-// the CPU and the meta device give each gradient its own buffer. A joint backward (Note [Joint graph],
-// compile/capture.h) of packed gradients is not captured yet: tried with the packing on the CPU, the
-// capture of split's backward (the union view) raised, so the compiled function's backward runs
-// through autograd there (CompileStats::no_backward_reasons says why).
+// the CPU and the meta device give each gradient its own buffer. Not while a program is being
+// captured (ts::compile): with the packing on there, split's backward met gradients whose layout
+// overran their storage (set_layout refused the union view: on the CPU in a joint backward capture, on
+// the GPU in GPT-2's training step captured up to its backward's graph break). The cause in the
+// capture is not found yet; without the packing the capture holds, and graph calls pack again.
 std::optional<std::array<Tensor, 3>> packed_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType d) {
-  if (!q.device().is_cuda()) return std::nullopt;
+  if (!q.device().is_cuda() || detail::t_capturing) return std::nullopt;
   const auto& sq = q.impl_ptr()->storage();
   if (sq != k.impl_ptr()->storage() || sq != v.impl_ptr()->storage()) return std::nullopt;
   if (k.sizes() != q.sizes() || v.sizes() != q.sizes() || k.strides() != q.strides() || v.strides() != q.strides())
