@@ -35,29 +35,31 @@ void init_nn_extras(py::module_& m) {
   py::module_ init = m.def_submodule("_nn_init", "torch.nn.init");
   init.def("calculate_gain", &I::calculate_gain, py::arg("nonlinearity"), py::arg("param") = py::none());
   init.def("_calculate_fan_in_and_fan_out", &I::calculate_fan_in_and_fan_out, py::arg("tensor"));
-  init.def("uniform_", [](py::object self, double a, double b, Generator* g) { return fill_in_place(self, [&](Tensor& t) { I::uniform_(t, a, b, g); }); },
-           py::arg("tensor"), py::arg("a") = 0.0, py::arg("b") = 1.0, py::arg("generator") = nullptr);
-  init.def("normal_", [](py::object self, double mean, double std, Generator* g) { return fill_in_place(self, [&](Tensor& t) { I::normal_(t, mean, std, g); }); },
-           py::arg("tensor"), py::arg("mean") = 0.0, py::arg("std") = 1.0, py::arg("generator") = nullptr);
-  init.def("trunc_normal_", [](py::object self, double mean, double std, double a, double b, Generator* g) { return fill_in_place(self, [&](Tensor& t) {
-             I::trunc_normal_(t, mean, std, a, b, g);
-           }); }, py::arg("tensor"), py::arg("mean") = 0.0, py::arg("std") = 1.0, py::arg("a") = -2.0, py::arg("b") = 2.0,
-           py::arg("generator") = nullptr);
-  init.def("constant_", [](py::object self, double v) { return fill_in_place(self, [&](Tensor& t) { I::constant_(t, v); }); }, py::arg("tensor"), py::arg("val"));
-  init.def("ones_", [](py::object self) { return fill_in_place(self, [&](Tensor& t) { I::ones_(t); }); }, py::arg("tensor"));
-  init.def("zeros_", [](py::object self) { return fill_in_place(self, [&](Tensor& t) { I::zeros_(t); }); }, py::arg("tensor"));
-  init.def("xavier_uniform_", [](py::object self, double gain, Generator* g) { return fill_in_place(self, [&](Tensor& t) { I::xavier_uniform_(t, gain, g); }); },
-           py::arg("tensor"), py::arg("gain") = 1.0, py::arg("generator") = nullptr);
-  init.def("xavier_normal_", [](py::object self, double gain, Generator* g) { return fill_in_place(self, [&](Tensor& t) { I::xavier_normal_(t, gain, g); }); },
-           py::arg("tensor"), py::arg("gain") = 1.0, py::arg("generator") = nullptr);
-  init.def("kaiming_uniform_", [](py::object self, double a, const std::string& mode, const std::string& nl, Generator* g) { return fill_in_place(self, [&](Tensor& t) {
-             I::kaiming_uniform_(t, a, mode, nl, g);
-           }); }, py::arg("tensor"), py::arg("a") = 0.0, py::arg("mode") = "fan_in", py::arg("nonlinearity") = "leaky_relu",
-           py::arg("generator") = nullptr);
-  init.def("kaiming_normal_", [](py::object self, double a, const std::string& mode, const std::string& nl, Generator* g) { return fill_in_place(self, [&](Tensor& t) {
-             I::kaiming_normal_(t, a, mode, nl, g);
-           }); }, py::arg("tensor"), py::arg("a") = 0.0, py::arg("mode") = "fan_in", py::arg("nonlinearity") = "leaky_relu",
-           py::arg("generator") = nullptr);
+  // Each fill: (tensor, its arguments) -> the same tensor, filled in place.
+#define TS_PY_FILL(name, params, call, ...)                                                       \
+  init.def(#name, [] params { return fill_in_place(self, [&](Tensor& t) { call; }); }, py::arg("tensor"), \
+           ##__VA_ARGS__)
+  TS_PY_FILL(uniform_, (py::object self, double a, double b, Generator* g), I::uniform_(t, a, b, g),
+             py::arg("a") = 0.0, py::arg("b") = 1.0, py::arg("generator") = nullptr);
+  TS_PY_FILL(normal_, (py::object self, double mean, double std, Generator* g), I::normal_(t, mean, std, g),
+             py::arg("mean") = 0.0, py::arg("std") = 1.0, py::arg("generator") = nullptr);
+  TS_PY_FILL(trunc_normal_, (py::object self, double mean, double std, double a, double b, Generator* g),
+             I::trunc_normal_(t, mean, std, a, b, g), py::arg("mean") = 0.0, py::arg("std") = 1.0, py::arg("a") = -2.0,
+             py::arg("b") = 2.0, py::arg("generator") = nullptr);
+  TS_PY_FILL(constant_, (py::object self, double v), I::constant_(t, v), py::arg("val"));
+  TS_PY_FILL(ones_, (py::object self), I::ones_(t));
+  TS_PY_FILL(zeros_, (py::object self), I::zeros_(t));
+  TS_PY_FILL(xavier_uniform_, (py::object self, double gain, Generator* g), I::xavier_uniform_(t, gain, g),
+             py::arg("gain") = 1.0, py::arg("generator") = nullptr);
+  TS_PY_FILL(xavier_normal_, (py::object self, double gain, Generator* g), I::xavier_normal_(t, gain, g),
+             py::arg("gain") = 1.0, py::arg("generator") = nullptr);
+  TS_PY_FILL(kaiming_uniform_, (py::object self, double a, const std::string& mode, const std::string& nl, Generator* g),
+             I::kaiming_uniform_(t, a, mode, nl, g), py::arg("a") = 0.0, py::arg("mode") = "fan_in",
+             py::arg("nonlinearity") = "leaky_relu", py::arg("generator") = nullptr);
+  TS_PY_FILL(kaiming_normal_, (py::object self, double a, const std::string& mode, const std::string& nl, Generator* g),
+             I::kaiming_normal_(t, a, mode, nl, g), py::arg("a") = 0.0, py::arg("mode") = "fan_in",
+             py::arg("nonlinearity") = "leaky_relu", py::arg("generator") = nullptr);
+#undef TS_PY_FILL
 
   py::module_ utils = m.def_submodule("_nn_utils", "torch.nn.utils");
   utils.def("clip_grad_norm_", [](py::object params, double max_norm, double norm_type, bool error_if_nonfinite) {

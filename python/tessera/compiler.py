@@ -1,4 +1,4 @@
-"""tessera.compile: torch.compile's spelling over ts::compile (Note [Compiling Python] in
+"""tessera.compiler: tessera.compile, torch.compile's spelling over ts::compile (Note [Compiling Python] in
 python/src/compile.cpp). A Python function or a tessera.nn.Module is captured into a graph at its first
 call for each combination of guards (shapes, strides, dtypes, devices, requires_grad, the non-tensor
 arguments by value, grad mode, autocast, training mode, a module's parameters by identity); later calls
