@@ -3,6 +3,8 @@
 // with its own options: Note [Param groups from Python]), whose options
 // read and write the C++ optimizer's (get_option / set_option), so a scheduler written in Python and
 // one of these see the same learning rate.
+#include <map>
+
 #include "bindings.h"
 
 namespace tessera::python {
@@ -82,7 +84,16 @@ void init_optim(py::module_& m) {
         for (auto& [k, v] : s->buffers) d[py::str(k)] = v;
         return d;
       })
-      .def_property_readonly("name", &optim::Optimizer::name);
+      .def_property_readonly("name", &optim::Optimizer::name)
+      // PyTorch's state_dict as the C++ keeps it: ({"state.<index>.<name>": tensor}, param_groups JSON);
+      // tessera/optim reshapes it into PyTorch's nested dicts.
+      .def("state_dict", [](const optim::Optimizer& opt) {
+        optim::OptimizerStateDict sd = opt.state_dict();
+        return py::make_tuple(sd.state, sd.param_groups);
+      })
+      .def("load_state_dict", [](optim::Optimizer& opt, std::map<std::string, Tensor> state, std::string groups) {
+        opt.load_state_dict({std::move(state), std::move(groups)});
+      }, py::arg("state"), py::arg("param_groups"), py::call_guard<py::gil_scoped_release>());
 
   optimizer_class<optim::SGD>(o, "SGD");
   optimizer_class<optim::Adam>(o, "Adam");
@@ -93,7 +104,9 @@ void init_optim(py::module_& m) {
   py::class_<optim::LRScheduler>(o, "LRScheduler")
       .def("step", [](optim::LRScheduler& s) { s.step(); })
       .def("get_last_lr", &optim::LRScheduler::get_last_lr)
-      .def_property_readonly("last_epoch", &optim::LRScheduler::last_epoch);
+      .def_property_readonly("last_epoch", &optim::LRScheduler::last_epoch)
+      .def("state_dict", &optim::LRScheduler::state_dict)  // JSON text of the mutable state
+      .def("load_state_dict", &optim::LRScheduler::load_state_dict, py::arg("state_dict"));
   py::class_<optim::StepLR, optim::LRScheduler>(o, "StepLR")
       .def(py::init<optim::Optimizer&, int64_t, double>(), py::arg("optimizer"), py::arg("step_size"), py::arg("gamma") = 0.1,
            py::keep_alive<1, 2>());
@@ -108,6 +121,26 @@ void init_optim(py::module_& m) {
   py::class_<optim::LinearLR, optim::LRScheduler>(o, "LinearLR")
       .def(py::init<optim::Optimizer&, double, double, int64_t>(), py::arg("optimizer"), py::arg("start_factor") = 1.0 / 3,
            py::arg("end_factor") = 1.0, py::arg("total_iters") = 5, py::keep_alive<1, 2>());
+  py::class_<optim::OneCycleLR, optim::LRScheduler>(o, "OneCycleLR")
+      .def(py::init([](optim::Optimizer& opt, std::vector<double> max_lr, int64_t total_steps, double pct_start,
+                       std::string anneal_strategy, bool cycle_momentum, double base_momentum, double max_momentum,
+                       double div_factor, double final_div_factor, bool three_phase) {
+             optim::OneCycleLROptions x;
+             x.max_lr = std::move(max_lr); x.total_steps = total_steps; x.pct_start = pct_start;
+             x.anneal_strategy = std::move(anneal_strategy); x.cycle_momentum = cycle_momentum;
+             x.base_momentum = base_momentum; x.max_momentum = max_momentum; x.div_factor = div_factor;
+             x.final_div_factor = final_div_factor; x.three_phase = three_phase;
+             return new optim::OneCycleLR(opt, std::move(x));
+           }), py::arg("optimizer"), py::arg("max_lr"), py::arg("total_steps"), py::arg("pct_start"),
+           py::arg("anneal_strategy"), py::arg("cycle_momentum"), py::arg("base_momentum"), py::arg("max_momentum"),
+           py::arg("div_factor"), py::arg("final_div_factor"), py::arg("three_phase"), py::keep_alive<1, 2>());
+  // The composites hold pointers to their schedulers: the Python wrappers (tessera/optim/lr_scheduler.py)
+  // keep those alive as long as the composite.
+  py::class_<optim::SequentialLR, optim::LRScheduler>(o, "SequentialLR")
+      .def(py::init<optim::Optimizer&, std::vector<optim::LRScheduler*>, std::vector<int64_t>>(), py::arg("optimizer"),
+           py::arg("schedulers"), py::arg("milestones"), py::keep_alive<1, 2>());
+  py::class_<optim::ChainedScheduler, optim::LRScheduler>(o, "ChainedScheduler")
+      .def(py::init<std::vector<optim::LRScheduler*>>(), py::arg("schedulers"), py::keep_alive<1, 2>());
 }
 
 }  // namespace tessera::python

@@ -1,4 +1,5 @@
 """The API pieces beside the tensor and the modules: several param groups per optimizer (against
+PyTorch), optimizer and scheduler state_dicts, OneCycleLR, SequentialLR and ChainedScheduler (against
 PyTorch), tessera.nn.init and nn.utils, tessera.compile over Python functions and modules,
 tessera.profiler, and CUDA graphs (the capture on the GPU; without one, the error)."""
 import json
@@ -219,3 +220,82 @@ def test_cuda_graph_capture_and_replay():
     ts.cuda.synchronize()
     assert ts.allclose(y.cpu(), (x.cpu() * w.cpu()).relu())
     assert g.captured()
+
+
+def test_optimizer_state_dict_round_trip(torch):
+    a, b = net_pair(torch)
+    oa = ts.optim.AdamW([{"params": [a[0].weight, a[2].weight], "tag": "matrices"},
+                         {"params": [a[0].bias, a[2].bias], "weight_decay": 0.0}], lr=0.01)
+    ob = torch.optim.AdamW([{"params": [b[0].weight, b[2].weight], "tag": "matrices"},
+                            {"params": [b[0].bias, b[2].bias], "weight_decay": 0.0}], lr=0.01)
+    x = ts.randn(5, 6)
+    y = ts.randint(0, 3, (5,))
+    for opt, net, inp, tgt, lib in ((oa, a, x, y, F), (ob, b, torch.from_numpy(x.numpy()), torch.from_numpy(y.numpy()),
+                                                       torch.nn.functional)):
+        opt.zero_grad()
+        lib.cross_entropy(net(inp), tgt).backward()
+        opt.step()
+    sa, sb = oa.state_dict(), ob.state_dict()
+    assert sorted(sa["state"]) == sorted(sb["state"]) == [0, 1, 2, 3]
+    for i in sa["state"]:
+        assert sorted(sa["state"][i]) == sorted(sb["state"][i])
+        for k in sa["state"][i]:
+            assert torch.allclose(torch.from_numpy(sa["state"][i][k].numpy()).to(sb["state"][i][k].dtype),
+                                  sb["state"][i][k], rtol=1e-5, atol=1e-7), (i, k)
+    for ga, gb in zip(sa["param_groups"], sb["param_groups"]):
+        for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "params"):
+            assert ga[k] == pytest.approx(gb[k]) if k != "betas" else tuple(ga[k]) == tuple(gb[k]), (k, ga[k], gb[k])
+    assert sa["param_groups"][0]["tag"] == "matrices"
+    # Into a fresh optimizer: the next step of both is the same.
+    c = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    c.load_state_dict(a.state_dict())
+    oc = ts.optim.AdamW([{"params": [c[0].weight, c[2].weight]}, {"params": [c[0].bias, c[2].bias]}], lr=0.5)
+    oc.load_state_dict(sa)
+    assert oc.param_groups[0]["lr"] == 0.01 and oc.param_groups[1]["weight_decay"] == 0.0
+    assert oc.param_groups[0]["tag"] == "matrices"
+    for opt, net in ((oa, a), (oc, c)):
+        opt.zero_grad()
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    for p, q in zip(a.parameters(), c.parameters()):
+        assert ts.equal(p.detach(), q.detach())
+
+
+@pytest.mark.filterwarnings("ignore:The epoch parameter")  # PyTorch 1.13's SequentialLR warns about itself
+def test_more_schedulers_match_torch(torch):
+    def lrs(lib, make, steps=12):
+        p = lib.zeros(3, requires_grad=True)
+        opt = lib.optim.SGD([p], lr=0.1, momentum=0.9)
+        sched = make(lib, opt)
+        out = []
+        for _ in range(steps):
+            opt.step()
+            sched.step()
+            out.append(opt.param_groups[0]["lr"])
+        return out, sched
+
+    makers = {
+        "OneCycleLR": lambda lib, o: lib.optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=20),
+        "SequentialLR": lambda lib, o: lib.optim.lr_scheduler.SequentialLR(
+            o, [lib.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=4),
+                lib.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)], milestones=[4]),
+        "ChainedScheduler": lambda lib, o: lib.optim.lr_scheduler.ChainedScheduler(
+            [lib.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5), lib.optim.lr_scheduler.ExponentialLR(o, gamma=0.9)]),
+    }
+    for name, make in makers.items():
+        a, sa = lrs(ts, make)
+        b, sb = lrs(torch, make)
+        assert a == pytest.approx(b, rel=1e-12), name
+        da, db = sa.state_dict(), sb.state_dict()
+        for k in ("last_epoch", "_step_count", "base_lrs", "_last_lr"):  # the keys both keep (torch keeps more)
+            if k in db:
+                assert da[k] == pytest.approx(db[k], rel=1e-12), (name, k)
+    # A scheduler's state round-trips.
+    p = ts.zeros(2, requires_grad=True)
+    opt = ts.optim.SGD([p], lr=0.1)
+    s = ts.optim.lr_scheduler.StepLR(opt, step_size=2)
+    for _ in range(5):
+        s.step()
+    s2 = ts.optim.lr_scheduler.StepLR(ts.optim.SGD([ts.zeros(2, requires_grad=True)], lr=0.1), step_size=2)
+    s2.load_state_dict(s.state_dict())
+    assert s2.last_epoch == 5 and s2.get_last_lr() == s.get_last_lr()

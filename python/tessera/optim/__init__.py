@@ -5,6 +5,8 @@ list of dict-like views whose "lr", "momentum", "betas", "weight_decay", ... rea
 optimizer's options (Optimizer::get_option / set_option), so `group["lr"] = 0.1` is what the next
 step() uses, as in PyTorch, and a C++ scheduler and Python code see the same value.
 """
+import json
+
 from tessera._C import Tensor, _optim
 from tessera.optim import lr_scheduler  # noqa: F401
 
@@ -28,6 +30,13 @@ def _groups_of(params, name):
         ps = [ps] if isinstance(ps, Tensor) else list(ps)
         groups.append((ps, {k: v for k, v in g.items() if k != "params"}))
     return groups
+
+
+def _numeric(v):
+    """A value the C++ groups hold (a number, a flag, or betas' pair); anything else stays in Python."""
+    if isinstance(v, (bool, int, float)):
+        return True
+    return isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v)
 
 
 class _ParamGroup:
@@ -107,6 +116,28 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         self._cxx.zero_grad(set_to_none)
+
+    def state_dict(self):
+        """PyTorch's {"state": {index: {"step": ..., "exp_avg": ...}}, "param_groups": [{..., "params": [indices]}]};
+        the tensors are the optimizer's own, as in PyTorch."""
+        flat, groups_json = self._cxx.state_dict()
+        state = {}
+        for key, t in flat.items():
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = t
+        groups = json.loads(groups_json)
+        for g, view in zip(groups, self.param_groups):
+            g.update(view._extra)
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restores what state_dict() gave (of an optimizer with the same groups and parameter counts)."""
+        flat = {f"state.{i}.{name}": t for i, d in state_dict["state"].items() for name, t in d.items()}
+        groups = []
+        for g, view in zip(state_dict["param_groups"], self.param_groups):
+            view._extra.update({k: v for k, v in g.items() if k != "params" and not _numeric(v)})
+            groups.append({k: v for k, v in g.items() if k == "params" or _numeric(v)})
+        self._cxx.load_state_dict(flat, json.dumps(groups))
 
     @property
     def state(self):
