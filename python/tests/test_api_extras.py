@@ -299,3 +299,29 @@ def test_more_schedulers_match_torch(torch):
     s2 = ts.optim.lr_scheduler.StepLR(ts.optim.SGD([ts.zeros(2, requires_grad=True)], lr=0.1), step_size=2)
     s2.load_state_dict(s.state_dict())
     assert s2.last_epoch == 5 and s2.get_last_lr() == s.get_last_lr()
+
+
+def test_dataloader_over_a_python_dataset():
+    from tessera.utils.data import DataLoader, Dataset, TensorDataset, default_collate
+
+    class Squares(Dataset):
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return {"x": ts.full((2,), float(i)), "y": i * i, "name": f"n{i}"}
+
+    batches = list(DataLoader(Squares(), batch_size=4))
+    assert len(batches) == 3 and len(DataLoader(Squares(), batch_size=4, drop_last=True)) == 2
+    assert batches[0]["x"].shape == (4, 2) and batches[0]["y"].tolist() == [0, 1, 4, 9]
+    assert batches[2]["name"] == ["n8", "n9"] and batches[2]["y"].dtype == ts.int64
+    a = [b["y"].tolist() for b in DataLoader(Squares(), batch_size=5, shuffle=True, seed=3)]
+    b = [b["y"].tolist() for b in DataLoader(Squares(), batch_size=5, shuffle=True, seed=3)]
+    assert a == b and sorted(a[0] + a[1]) == [i * i for i in range(10)] and a != [[0, 1, 4, 9, 16], [25, 36, 49, 64, 81]]
+    assert isinstance(TensorDataset(ts.zeros(3)), Dataset)  # the C++ datasets are Datasets too
+    ds = TensorDataset(ts.arange(6.0), ts.arange(6))
+    x, y = next(iter(DataLoader(ds + ds, batch_size=12)))  # a ConcatDataset of C++ datasets, in Python
+    assert x.tolist() == list(range(6)) * 2 and y.dtype == ts.int64
+    assert default_collate([(1.5, [1, 2]), (2.5, [3, 4])])[1][1].tolist() == [2, 4]
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(Squares(), batch_size=2, num_workers=2)
