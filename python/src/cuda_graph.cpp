@@ -1,6 +1,7 @@
 // tessera._C._cuda: CUDA graphs (torch.cuda.CUDAGraph, graph_pool_handle,
-// is_current_stream_capturing) over tessera::cuda::Graph; tessera/cuda.py adds the `graph` context
-// manager. In a build without CUDA, or without a GPU, the calls raise DeviceError as the C++ ones do.
+// is_current_stream_capturing) over tessera::cuda::Graph, and make_graphed (a whole step, forward,
+// backward and optimizer, as one graph: cuda::make_graphed; its function is called back with the GIL
+// held, during the warm-up and the capture only); tessera/cuda.py adds the `graph` context manager. In a build without CUDA, or without a GPU, the calls raise DeviceError as the C++ ones do.
 // capture_end and replay release the GIL: instantiating a graph and queueing it are host work that
 // another Python thread need not wait for.
 #include "bindings.h"
@@ -38,6 +39,32 @@ void init_cuda_graph(py::module_& m) {
       .def("pool", &cuda::Graph::pool)
       .def("captured", &cuda::Graph::captured)
       .def("capturing", &cuda::Graph::capturing);
+  py::class_<cuda::GraphedCallable>(c, "GraphedCallable")
+      .def("__call__", [](const cuda::GraphedCallable& g, py::args args) {
+        std::vector<Tensor> in;
+        for (auto a : args) in.push_back(a.cast<Tensor>());
+        py::gil_scoped_release r;
+        return g(in);
+      })
+      .def_property_readonly("static_inputs", &cuda::GraphedCallable::static_inputs)
+      .def_property_readonly("static_outputs", &cuda::GraphedCallable::static_outputs);
+  c.def("make_graphed", [](py::function fn, const std::vector<Tensor>& sample_inputs, int warmup_iters, py::object pool,
+                           const std::string& mode) {
+    cuda::MakeGraphedOptions o;
+    o.warmup_iters = warmup_iters;
+    o.pool = pool_of(pool);
+    o.mode = capture_mode(mode);
+    cuda::TensorsFn call = [fn](const std::vector<Tensor>& in) {
+      py::gil_scoped_acquire g;
+      py::tuple args(in.size());
+      for (size_t i = 0; i < in.size(); ++i) args[i] = py::cast(in[i]);
+      py::object out = fn(*args);
+      if (is_tensor(out)) return std::vector<Tensor>{out.cast<Tensor>()};
+      return out.cast<std::vector<Tensor>>();
+    };
+    return cuda::make_graphed(std::move(call), sample_inputs, o);
+  }, py::arg("fn"), py::arg("sample_inputs"), py::arg("warmup_iters") = 3, py::arg("pool") = py::none(),
+     py::arg("capture_error_mode") = "global");
   c.def("graph_pool_handle", &cuda::graph_pool_handle);
   c.def("is_current_stream_capturing", &cuda::is_current_stream_capturing);
 }

@@ -27,6 +27,12 @@ class stream:
 
 
 CUDAGraph = _cuda.CUDAGraph
+# make_graphed(fn, sample_inputs, warmup_iters=3): a whole step (forward, backward, optimizer step) as one
+# graph, tessera's ts::cuda::make_graphed: fn runs warmup_iters times eagerly on a side stream, then once
+# under capture; calling the result with tensors of the samples' shapes copies them into the static
+# inputs, replays, and returns the static outputs (overwritten by the next call). Not PyTorch's
+# make_graphed_callables, which graphs a module's forward and backward as two autograd-aware graphs.
+make_graphed = _cuda.make_graphed
 graph_pool_handle = _cuda.graph_pool_handle
 is_current_stream_capturing = _cuda.is_current_stream_capturing
 

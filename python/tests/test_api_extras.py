@@ -202,6 +202,9 @@ def test_cuda_graph_without_gpu():
         g = ts.cuda.CUDAGraph()
         g.capture_begin()
     assert not ts.cuda.is_current_stream_capturing()
+    with pytest.raises(ts.DeviceError, match="must be CUDA tensors"):
+        ts.cuda.make_graphed(lambda x: x * 2, [ts.randn(3)])
+    assert issubclass(ts.DeviceError, RuntimeError)
 
 
 @pytest.mark.gpu
@@ -220,6 +223,25 @@ def test_cuda_graph_capture_and_replay():
     ts.cuda.synchronize()
     assert ts.allclose(y.cpu(), (x.cpu() * w.cpu()).relu())
     assert g.captured()
+
+
+@pytest.mark.gpu
+def test_make_graphed_training_step():
+    ts.manual_seed(0)
+    net = nn.Linear(16, 4).cuda()
+    opt = ts.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    x, y = ts.randn(8, 16, device="cuda"), ts.randint(0, 4, (8,), device="cuda")
+    graphed = ts.cuda.make_graphed(step, [x, y], warmup_iters=3)
+    before = net.weight.detach().clone()
+    losses = [graphed(x, y)[0].item() for _ in range(5)]
+    assert losses[-1] < losses[0] and not ts.equal(before, net.weight.detach())
 
 
 def test_optimizer_state_dict_round_trip(torch):
