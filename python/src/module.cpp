@@ -12,9 +12,11 @@ PYBIND11_MODULE(_C, m) {
   init_ops(m);
   init_autograd(m);
   init_nn(m);
+  init_nn_extras(m);
   init_functional(m);
   init_optim(m);
   init_cuda(m);
+  init_cuda_graph(m);
   init_amp(m);
   init_profiler(m);
   init_io(m);

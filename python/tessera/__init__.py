@@ -30,7 +30,8 @@ for _name in dir(_C):
 del _name
 
 from tessera.autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled  # noqa: E402,F401
-from tessera import autograd, nn, optim, cuda, amp, utils, safetensors  # noqa: E402,F401
+from tessera import autograd, nn, optim, cuda, amp, utils, safetensors, profiler  # noqa: E402,F401
+from tessera.compiler import compile, compile_explain  # noqa: E402,F401
 from tessera.nn.parameter import Parameter  # noqa: E402,F401
 
 _dtypes = {d.__repr__().split(".")[1]: d for d in (bool, uint8, int8, int32, int64, float16, bfloat16, float32, float64)}
