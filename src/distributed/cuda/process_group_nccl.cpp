@@ -14,10 +14,10 @@
 // Note [NCCL watchdog]: a thread polls, every 100 ms or so, ncclCommGetAsyncError (a peer that failed,
 // a network error) and the end events of the collectives in flight. A collective not completed within
 // the group's timeout aborts the communicator (ncclCommAbort, which makes the kernels of the stuck
-// collective return) and the group, with DistributedTimeoutError's text naming the collective and its
-// sequence number; NCCL does not tell which ranks did not arrive, so the message says so. Later calls,
-// and wait() on the work in flight, raise DistributedError with that text; at exit the job ends with
-// MPI_Abort when MPI is up (Note [MPI lifetime]), never a silent hang.
+// collective return) and the group, with a message naming the collective and its sequence number
+// (NCCL does not tell which ranks did not arrive, so the message says so), written to stderr; then the
+// job ends (MPI_Abort under MPI, else exit status 1), as PyTorch's watchdog tears the process down: the
+// streams of an aborted communicator hold values nothing may use. Never a silent hang.
 //
 // Note [NCCL unique id]: ranks meet through ncclGetUniqueId on rank 0, which reaches the others by
 // MPI_Bcast on MPI_COMM_WORLD (under mpirun or srun; the launcher's variables or MPI give rank, size and
@@ -28,6 +28,7 @@
 #include <nccl.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -217,9 +218,7 @@ class NcclProcessGroup final : public ProcessGroup {
         const std::string reason = str_cat("nccl backend: an asynchronous NCCL error on rank ", rank_, ": ",
                                            ncclGetErrorString(async));
         lock.unlock();
-        abort(reason);
-        lock.lock();
-        continue;
+        fail(reason);
       }
       const auto now = Clock::now();
       for (auto it = in_flight_.begin(); it != in_flight_.end();) {
@@ -233,13 +232,19 @@ class NcclProcessGroup final : public ProcessGroup {
                                              " of ", size_, ": it did not complete (NCCL does not report which ranks "
                                              "did not arrive); the communicator was aborted");
           lock.unlock();
-          abort(reason);
-          lock.lock();
-          break;
+          fail(reason);
         }
         ++it;
       }
     }
+  }
+
+  // The watchdog's end (Note [NCCL watchdog]): the stuck work has left the streams without the values
+  // the program expects, so nothing after it may run on them; the job ends, saying why.
+  [[noreturn]] void fail(const std::string& reason) {
+    abort(reason);
+    std::fprintf(stderr, "[rank %d] %s\n", rank_, reason.c_str());
+    abort_job(1);
   }
 
   int device_;
