@@ -111,6 +111,11 @@ void DistributedDataParallel::Reducer::on_grad_ready(size_t i) {
            "DistributedDataParallel: Expected to mark a variable ready only once. This error is caused by one of "
            "the following reasons: 1) Use of a module parameter outside the `forward` function. 2) Reused parameters "
            "in multiple reentrant backward passes. Parameter ", s.name, " got its gradient twice in this iteration.");
+  const Tensor& b0 = buckets[s.bucket].buffer;
+  TS_CHECK(s.param.dtype() == b0.dtype() && s.param.device() == b0.device(), distributed::DistributedError,
+           "DistributedDataParallel: parameter ", s.name, " is ", dtype_name(s.param.dtype()), " on ",
+           s.param.device().str(), ", but its gradient bucket was made for ", dtype_name(b0.dtype()), " on ",
+           b0.device().str(), ": convert the module (to()) before wrapping it, not after");
   fill_slot(s, s.param.grad(), /*adopt=*/true);
   s.ready = true;
   s.used = true;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,44 @@ TEST(DDP, BucketsFollowTheCapsInReverseOrder) {
   EXPECT_EQ(many.bucket_parameter_names(1), (std::vector<std::string>{"fc1.bias"}));
   EXPECT_EQ(many.bucket_parameter_names(2), (std::vector<std::string>{"fc1.weight"}));
   EXPECT_THROW(ts::nn::DistributedDataParallel(net, {.bucket_cap_mb = 0}), ts::ValueError);
+}
+
+// With a GradScaler the inf check agrees across ranks: the averaged gradients are the same everywhere,
+// so an overflow on one rank skips the step (and backs the scale off) on all of them.
+TEST(DDP, GradScalerSkipsTheStepOnEveryRankWhenOneRankOverflows) {
+  const int world = dist::get_world_size(), rank = dist::get_rank();
+  LinearNet net = make_linear();
+  ts::nn::DistributedDataParallel ddp(net);
+  ts::optim::SGD opt(ddp.parameters(), {.lr = 1.0 / 16});
+  ts::amp::GradScaler scaler({.init_scale = 1024.0});
+  const ts::Tensor before = net.fc1.weight.clone();
+  for (int step = 0; step < 2; ++step) {
+    Batch b = integer_batch(40 + step, world);
+    ts::Tensor x = b.part(b.x, rank).clone();
+    if (step == 0 && rank == world - 1) x.fill_(std::numeric_limits<double>::infinity());  // one rank overflows
+    opt.zero_grad();
+    scaler.scale(F::mse_loss(ddp(x), b.part(b.y, rank))).backward();
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+    EXPECT_EQ(stepped, step == 1) << "rank " << rank << " step " << step;
+    if (step == 0) {
+      EXPECT_TRUE(ts::equal(net.fc1.weight, before));
+      EXPECT_EQ(scaler.get_scale(), 512.0);
+    }
+  }
+  ts::Tensor w = net.fc1.weight.clone(), w0 = w.clone();
+  dist::broadcast(w0, 0);
+  EXPECT_TRUE(ts::equal(w, w0)) << "the replicas drifted apart on rank " << rank;
+}
+
+TEST(DDP, ConvertingTheModuleAfterWrappingRaises) {
+  const int world = dist::get_world_size(), rank = dist::get_rank();
+  LinearNet net = make_linear();
+  ts::nn::DistributedDataParallel ddp(net);
+  net.to(ts::kFloat32);
+  Batch b = integer_batch(0, world);
+  EXPECT_THROW(F::mse_loss(ddp(b.part(b.x, rank).to(ts::kFloat32)), b.part(b.y, rank).to(ts::kFloat32)).backward(),
+               dist::DistributedError);
 }
 
 TEST(DDP, QueueCallbackOutsideBackwardRaises) {
