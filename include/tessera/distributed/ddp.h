@@ -22,10 +22,10 @@
 //
 // Note [Gradient as bucket view]: with gradient_as_bucket_view (the default here, PyTorch's option),
 // each parameter's .grad becomes a view of its bucket slot: the reduced gradient lands in .grad with
-// no copy back, and a gradient that is zeroed in place (zero_grad(set_to_none=false)) accumulates
-// straight into the bucket on the next backward. When .grad is set to none between steps (the
-// default zero_grad) the hook copies the new gradient into the slot once and makes .grad the view
-// again. Without the option, the reduced values are copied back into each .grad.
+// no copy back, and a gradient zeroed in place (`p.grad().zero_()`) accumulates straight into the
+// bucket on the next backward. When zero_grad replaces .grad between steps (set to none, the default,
+// or a new zero tensor with set_to_none=false) the hook copies the new gradient into the slot once and
+// makes .grad the view again. Without the option, the reduced values are copied back into each .grad.
 //
 // Note [DDP unused parameters]: a parameter that gets no gradient leaves its bucket incomplete. By
 // default that is an error at the end of backward (after the started reductions have completed,
