@@ -117,6 +117,17 @@ TEST(DDP, GradientsAreViewsOfTheBucket) {
     for (size_t i = 1; i < p.size(); ++i) EXPECT_TRUE(p[i].grad().is_alias_of(p[0].grad())) << i;
     for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(ts::equal(p[i].grad(), ref.parameters()[i].grad())) << i;
   }
+  // Zeroed in place, .grad stays the bucket: the next backward accumulates into it directly.
+  auto p = net.parameters(), q = ref.parameters();
+  const void* bucket = p[0].grad().data_ptr();
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i].grad().zero_();
+    q[i].grad().zero_();
+  }
+  F::mse_loss(ddp(b.part(b.x, rank)), b.part(b.y, rank)).backward();
+  F::mse_loss(ref(b.x), b.y).backward();
+  EXPECT_EQ(p[0].grad().data_ptr(), bucket);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(ts::equal(p[i].grad(), q[i].grad())) << i;
 }
 
 TEST(DDP, WithoutBucketViewGradientsAreCopiedBack) {
