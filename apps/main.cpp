@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tessera/tessera.h"
+#include "launch.h"
 #include "train.h"
 #include "train_cli.h"
 
@@ -67,7 +68,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    if (*train) return tessera::app::run_train(t);
+    if (*train) {
+      if (t.nproc > 1 && !tessera::app::started_by_launcher()) {
+        tessera::app::check_flags_for_model(t);  // before starting N processes that would all refuse
+        tessera::app::exec_under_mpirun(static_cast<int>(t.nproc), argc, argv);
+      }
+      return tessera::app::run_train(t);
+    }
     print_info();
     return 0;
   } catch (const tessera::Error& e) {

@@ -2,6 +2,14 @@
 // with a progress bar, evaluates on the test set after every epoch, writes metrics (CSV + SVG) and
 // checkpoints, and resumes from a checkpoint. gpt2 and resnet50 train in train_gpt.cpp and
 // train_resnet50.cpp; which flag applies to which model is train_flags.cpp's table.
+//
+// Note [Data-parallel train]: under --nproc N (or any launcher with several ranks, apps/launch.h) each
+// process is one rank: the group is MPI on the CPU and NCCL on a GPU (the local rank's), the model is
+// wrapped in DistributedDataParallel, and every epoch each rank trains on its DistributedSampler part of
+// the (shuffled, seeded) training set with --batch-size examples per step; the printed train loss is
+// the average over the ranks. Progress, the test-set evaluation, metrics, the profile and the printed
+// lines come from rank 0 only; checkpoints are written by rank 0 (distributed::save_checkpoint) and
+// read by every rank on --resume.
 #include "train.h"
 
 #include <cstdio>
@@ -10,9 +18,15 @@
 #include <optional>
 #include <utility>
 
+#include "launch.h"
 #include "metrics_plot.h"
 #include "progress.h"
 #include "tessera/tessera.h"
+#ifdef TESSERA_APPS_DISTRIBUTED
+#include "tessera/distributed.h"
+#include "tessera/distributed/checkpoint.h"
+#include "tessera/distributed/ddp.h"
+#endif
 
 namespace tessera::app {
 namespace {
@@ -175,7 +189,24 @@ int run_train(const TrainOptions& opts) {
   }
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   manual_seed(o.seed);
-  const Device device = pick_device(o.device);
+  Device device = pick_device(o.device);
+  // Note [Data-parallel train]
+  const bool data_parallel = o.nproc > 1 || started_by_launcher();
+  int rank = 0, world = 1;
+#ifdef TESSERA_APPS_DISTRIBUTED
+  if (data_parallel) {
+    distributed::init_process_group(device.is_cuda() ? "nccl" : "mpi");
+    rank = distributed::get_rank();
+    world = distributed::get_world_size();
+    TS_CHECK(o.nproc == 1 || o.nproc == world, ValueError, "train: --nproc ", o.nproc, ", but the launcher started ",
+             world, " processes");
+    device = distributed::default_group().device();
+  }
+#else
+  TS_CHECK(!data_parallel, ValueError, "train: --nproc and launchers need the distributed layer, and this tessera "
+           "was built without MPI");
+#endif
+  const bool lead = rank == 0;
   const AmpMode amp_mode{o.amp != "off", o.amp == "fp16" ? kFloat16 : kBFloat16};
   // float16 has a narrow exponent range: its gradients need loss scaling; bfloat16's do not.
   amp::GradScaler scaler({.enabled = o.amp == "fp16"});
@@ -190,30 +221,73 @@ int run_train(const TrainOptions& opts) {
         train_set.images().slice(0, 0, o.limit_train), train_set.labels().slice(0, 0, o.limit_train)});
   else
     train_data = std::make_shared<data::FashionMNIST>(train_set);
-  data::DataLoader train_loader(train_data, {.batch_size = o.batch_size, .shuffle = true, .num_workers = 1,
-                                             .drop_last = true, .seed = o.seed});
+  const data::DataLoaderOptions train_opts{.batch_size = o.batch_size, .shuffle = true, .num_workers = 1,
+                                           .drop_last = true, .seed = o.seed};
+  // One rank's part of an epoch (Note [Data-parallel train]): the sampler's indices, in its order.
+  std::optional<data::DistributedSampler> sampler;
+  Tensor all_images, all_labels;
+  if (world > 1) {
+    sampler.emplace(train_data->size(), data::DistributedSamplerOptions{.num_replicas = world, .rank = rank,
+                                                                        .shuffle = true, .seed = o.seed});
+    all_images = o.limit_train > 0 ? train_set.images().slice(0, 0, train_data->size()) : train_set.images();
+    all_labels = o.limit_train > 0 ? train_set.labels().slice(0, 0, train_data->size()) : train_set.labels();
+  }
+  auto epoch_loader = [&](int64_t epoch) {
+    if (!sampler) {
+      auto loader = std::make_unique<data::DataLoader>(train_data, train_opts);
+      loader->set_epoch(epoch);
+      return loader;
+    }
+    sampler->set_epoch(epoch);
+    const Tensor idx = tensor(sampler->indices(), {sampler->size()}).to(kInt64);
+    data::DataLoaderOptions part = train_opts;
+    part.shuffle = false;  // the sampler shuffled
+    return std::make_unique<data::DataLoader>(
+        data::TensorDataset(std::vector<Tensor>{all_images.index_select(0, idx), all_labels.index_select(0, idx)}),
+        part);
+  };
   data::DataLoader test_loader(test_set, {.batch_size = 1000});
 
   std::unique_ptr<nn::Module> model = make_model(o.model);
   model->to(device);
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(o.optimizer, *model, o.lr);
-  const int64_t steps_per_epoch = static_cast<int64_t>(train_loader.size());
+  nn::Module* net = model.get();  // what trains: the model, or its DistributedDataParallel wrapper
+#ifdef TESSERA_APPS_DISTRIBUTED
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (data_parallel) {
+    ddp = std::make_unique<nn::DistributedDataParallel>(*model);
+    net = ddp.get();
+  }
+#endif
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(o.optimizer, *net, o.lr);
+  const int64_t steps_per_epoch = static_cast<int64_t>(epoch_loader(0)->size());
   optim::CosineAnnealingLR sched(*opt, o.epochs * steps_per_epoch);
+  auto save = [&](int64_t epoch) {
+#ifdef TESSERA_APPS_DISTRIBUTED
+    if (data_parallel) {
+      distributed::save_checkpoint(o.checkpoint, *model, opt.get(), &sched, epoch);
+      return;
+    }
+#endif
+    save_checkpoint(o.checkpoint, *model, opt.get(), &sched, epoch);
+  };
 
   int64_t first_epoch = 0;
   if (o.resume) {
     TS_CHECK(!o.checkpoint.empty(), ValueError, "train: --resume needs --checkpoint DIR");
     first_epoch = load_checkpoint(o.checkpoint, *model, opt.get(), &sched);
-    std::printf("resumed from %s after epoch %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_epoch));
+    if (lead) std::printf("resumed from %s after epoch %lld\n", o.checkpoint.c_str(), static_cast<long long>(first_epoch));
   }
-  std::printf("training %s on Fashion-MNIST (%lld examples, %lld steps/epoch) on %s with %s, %lld parameters\n",
+  if (lead && world > 1)
+    std::printf("data parallel: %d processes (%s), %lld examples per process per epoch\n", world,
+                device.is_cuda() ? "nccl" : "mpi", static_cast<long long>(sampler->size()));
+  if (lead) std::printf("training %s on Fashion-MNIST (%lld examples, %lld steps/epoch) on %s with %s, %lld parameters\n",
               o.model.c_str(), static_cast<long long>(train_data->size()), static_cast<long long>(steps_per_epoch),
               device.str().c_str(), opt->name().c_str(), [&] {
                 long long n = 0;
                 for (const Tensor& p : model->parameters()) n += p.numel();
                 return n;
               }());
-  if (amp_mode.enabled)
+  if (amp_mode.enabled && lead)
     std::printf("mixed precision: autocast %s%s\n", o.amp.c_str(), scaler.is_enabled() ? " with loss scaling" : "");
 
   std::vector<EpochMetrics> rows;
@@ -222,14 +296,14 @@ int run_train(const TrainOptions& opts) {
   profiler::ProfileOptions prof_opts{.activities = {profiler::CPU}, .record_shapes = true, .profile_memory = true};
   if (device.is_cuda()) prof_opts.activities.push_back(profiler::CUDA);
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    train_loader.set_epoch(epoch);
+    std::unique_ptr<data::DataLoader> train_loader = epoch_loader(epoch);
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(o.epochs),
-                    steps_per_epoch * o.batch_size, tty);
+                    steps_per_epoch * o.batch_size, tty && lead);
     double loss_sum = 0;
     int64_t seen = 0, batches = 0;
-    for (auto& [x, y] : train_loader) {
+    for (auto& [x, y] : *train_loader) {
       const int64_t step = batches + 1;
-      const bool profiling = !o.profile.empty() && epoch == first_epoch && step >= kProfileFirst && step <= kProfileLast;
+      const bool profiling = lead && !o.profile.empty() && epoch == first_epoch && step >= kProfileFirst && step <= kProfileLast;
       if (profiling && step == kProfileFirst) prof.emplace(prof_opts);
       std::optional<profiler::record_function> range;
       if (profiling) range.emplace("step " + std::to_string(step));
@@ -239,7 +313,7 @@ int run_train(const TrainOptions& opts) {
       {
         profiler::record_function r("forward");  // user ranges cost one relaxed load unless profiling
         amp::autocast guard(device, amp_mode.dtype, amp_mode.enabled);
-        loss = nn::functional::cross_entropy((*model)(xd), yd);
+        loss = nn::functional::cross_entropy((*net)(xd), yd);
       }
       {
         profiler::record_function r("backward");
@@ -261,14 +335,23 @@ int run_train(const TrainOptions& opts) {
     bar.finish();
     if (prof && prof->running()) finish_profile(*prof, o.profile, device.is_cuda());  // a short epoch
     const double train_seconds = bar.seconds();
+    double train_loss = loss_sum / static_cast<double>(batches);
+#ifdef TESSERA_APPS_DISTRIBUTED
+    if (world > 1) {
+      Tensor l = full({1}, train_loss, TensorOptions(kFloat64, device));
+      distributed::all_reduce(l, distributed::ReduceOp::Avg);
+      train_loss = l.item<double>();
+    }
+#endif
+    if (!o.checkpoint.empty()) save(epoch + 1);
+    if (!lead) continue;
     Eval ev = evaluate(*model, test_loader, device, amp_mode);
-    EpochMetrics m{static_cast<int>(epoch + 1), loss_sum / static_cast<double>(batches), ev.loss, ev.accuracy, train_seconds};
+    EpochMetrics m{static_cast<int>(epoch + 1), train_loss, ev.loss, ev.accuracy, train_seconds};
     rows.push_back(m);
     std::printf("epoch %lld/%lld  train loss %.4f  test loss %.4f  test accuracy %.2f%%  %.1fs (%.0f items/s)\n",
                 static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs), m.train_loss, m.test_loss,
-                m.test_accuracy, train_seconds, static_cast<double>(seen) / train_seconds);
+                m.test_accuracy, train_seconds, static_cast<double>(seen * world) / train_seconds);
     std::fflush(stdout);
-    if (!o.checkpoint.empty()) save_checkpoint(o.checkpoint, *model, opt.get(), &sched, epoch + 1);
   }
   if (!o.metrics.empty() && !rows.empty()) {
     write_metrics_csv(o.metrics, rows);

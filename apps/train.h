@@ -29,6 +29,7 @@ struct TrainOptions {
   int64_t threads = 0;                 // 0: OpenMP's default
   std::string profile;                 // Chrome trace path: profiles steps 3-5 of the first epoch run
   std::string amp = "auto";            // bf16 | fp16 | off | auto (bf16 for gpt2 and resnet50 on a GPU, else off)
+  int64_t nproc = 1;                   // data-parallel processes (mpirun; apps/launch.h): mlp, cnn, resnet18
 
   // gpt2 and resnet50: a number of optimizer steps instead of epochs.
   int64_t steps = 0;                   // 0: the model's default (gpt2 3000, resnet50 100)

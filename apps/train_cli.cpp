@@ -33,6 +33,10 @@ void add_train_options(CLI::App& train, TrainOptions& t) {
                    "mixed precision: bf16 | fp16 | off | auto (fp16 scales the loss; auto: bf16 for gpt2 and resnet50 "
                    "on a GPU, else off)")
       ->check(CLI::IsMember({"bf16", "fp16", "off", "auto"}));
+  train.add_option("--nproc", t.nproc,
+                   "data-parallel processes on this machine, started through mpirun (mlp, cnn, resnet18); each "
+                   "trains on 1/N of every epoch's examples with --batch-size per process")
+      ->check(CLI::PositiveNumber);
   // gpt2 and resnet50
   train.add_option("--steps", t.steps, "optimizer steps (gpt2: 3000, resnet50: 100)")->check(CLI::PositiveNumber);
   train.add_option("--log-every", t.log_every, "print a line every N steps (gpt2: 50, resnet50: 10)")

@@ -33,6 +33,7 @@ const std::vector<FlagRow>& rows() {
   static const std::vector<FlagRow> r = {
       TS_FLAG("--epochs", "mlp, cnn and resnet18", classifier, epochs),
       TS_FLAG("--limit-train", "mlp, cnn and resnet18", classifier, limit_train),
+      TS_FLAG("--nproc", "mlp, cnn and resnet18", classifier, nproc),
       TS_FLAG("--steps", "gpt2 and resnet50", step_based, steps),
       TS_FLAG("--log-every", "gpt2 and resnet50", step_based, log_every),
       TS_FLAG("--stop-at", "gpt2 and resnet50", step_based, stop_at),

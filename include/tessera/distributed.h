@@ -1,6 +1,7 @@
-// Data-parallel training, as torch.distributed: process groups (the MPI backend, CPU tensors) with their
-// collectives and asynchronous work handles, the launch environment (mpirun / srun / torchrun's
-// variables) and data::DistributedSampler.
+// Data-parallel training, as torch.distributed: process groups (the MPI backend on CPU tensors, the
+// NCCL backend on CUDA tensors) with their collectives and asynchronous work handles, the launch
+// environment (mpirun / srun / torchrun's variables) and data::DistributedSampler. DDP and ZeRO-1
+// are in tessera/distributed/ddp.h and zero.h, checkpoints in tessera/distributed/checkpoint.h.
 //
 //   ts::distributed::init_process_group("mpi");        // under mpirun, srun or torchrun's variables
 //   ts::distributed::all_reduce(grad, ts::distributed::ReduceOp::Avg);
@@ -150,9 +151,11 @@ struct InitOptions {
 };
 
 bool is_available();                    // built with the distributed layer (MPI found)
-bool is_nccl_available();               // false: the NCCL backend is not implemented yet
-// Creates the default group: "mpi" (CPU tensors; "nccl" raises DistributedError). ValueError for an unknown
-// backend or a second initialization; DistributedError when the launcher's environment is unusable.
+bool is_nccl_available();               // built with CUDA (NCCL comes from the toolkit)
+// Creates the default group: "mpi" (CPU tensors) or "nccl" (CUDA tensors on the GPU the local rank
+// picks; under mpirun or srun, or as a single process; src/distributed/cuda/process_group_nccl.cpp).
+// ValueError for an unknown backend or a second initialization; DistributedError when the launcher's
+// environment is unusable or (nccl) there is no GPU.
 void init_process_group(const std::string& backend, InitOptions options = {});
 bool is_initialized();
 // The default group; DistributedError "Default process group has not been initialized" before init.

@@ -1,6 +1,7 @@
 // The backward engine: from root gradients, runs every node that leads to a wanted gradient, in
 // reverse order of creation (highest sequence number first) once all of its incoming gradients have
-// arrived, summing gradients that meet at a node. Single-threaded and deterministic.
+// arrived, summing gradients that meet at a node. Single-threaded and deterministic. Callbacks queued
+// during a pass (queue_callback) run once its last node has run (Note [Final callbacks]).
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -10,6 +11,7 @@
 #include "autograd/graph.h"
 #include "ops/autocast_hook.h"
 #include "ops/trace_hook.h"
+#include "tessera/autograd/callbacks.h"
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
@@ -17,6 +19,19 @@ namespace {
 
 thread_local bool t_anomaly = false;
 thread_local bool t_grad_call = false;  // in_grad_call()
+
+// Note [Final callbacks]: each backward pass running on this thread (a pass may start another one
+// inside a node: activation checkpointing's recomputation) owns a list of callbacks; queue_callback
+// appends to the innermost pass's list. When the pass has run its last node, its callbacks run in
+// the order they were queued, and a callback may queue more (they run too). A pass that raises
+// drops its callbacks, as PyTorch's engine does. Data parallel waits for its bucket reductions here.
+thread_local std::vector<std::vector<std::function<void()>>*> t_callbacks;
+
+class CallbackScope {
+ public:
+  explicit CallbackScope(std::vector<std::function<void()>>* list) { t_callbacks.push_back(list); }
+  ~CallbackScope() { t_callbacks.pop_back(); }
+};
 
 class GradCallScope {
  public:
@@ -140,6 +155,8 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     if (needed[r.fn.get()] && deps[r.fn.get()] == 0 && pushed.insert(r.fn.get()).second) ready.push(r.fn.get());
 
   std::vector<Tensor> captured(capture_edges.size());
+  std::vector<std::function<void()>> callbacks;
+  CallbackScope callback_scope(&callbacks);
   GradModeGuardSetter grad_mode(create_graph);
   // Derivatives run in the dtypes the forward chose; autocast (if a scope is open) does not re-cast
   // them (Note [Autocast stage]).
@@ -180,6 +197,10 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }
   }
+  for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue another
+    std::function<void()> cb = std::move(callbacks[i]);
+    cb();
+  }
   return captured;
 }
 
@@ -212,6 +233,13 @@ std::vector<Edge> root_edges(const std::vector<Tensor>& roots, const char* op) {
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  TS_CHECK(!t_callbacks.empty(), ValueError,
+           "queue_callback: Final callbacks can only be installed during backward pass.");
+  t_callbacks.back()->push_back(std::move(callback));
+}
+bool in_backward_pass() { return !t_callbacks.empty(); }
 
 void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
 bool in_grad_call() { return t_grad_call; }

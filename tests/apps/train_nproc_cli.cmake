@@ -1,0 +1,41 @@
+# `tessera train --nproc 2` end to end on the CPU (ctest runs this script with -P): the command starts
+# itself under mpirun, both ranks train the MLP on their halves of a small Fashion-MNIST subset, only
+# rank 0 prints and writes the checkpoint, and a second run resumes it on 2 ranks. Skipped (ctest's
+# SKIP_REGULAR_EXPRESSION) where the dataset is not installed. Variables: TESSERA, WORK, DATA.
+if(NOT EXISTS "${DATA}/train-images-idx3-ubyte.gz" AND NOT EXISTS "${DATA}/train-images-idx3-ubyte")
+  message("SKIPPED: no Fashion-MNIST at ${DATA}")
+  return()
+endif()
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(common train --model mlp --data "fashion-mnist:${DATA}" --device cpu --threads 1 --nproc 2 --limit-train 512
+           --batch-size 32 --checkpoint "${WORK}/ckpt")
+execute_process(COMMAND "${TESSERA}" ${common} --epochs 1 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tessera train --nproc 2 failed (${rc}):\n${out}\n${err}")
+endif()
+foreach(expect "data parallel: 2 processes \\(mpi\\), 256 examples per process per epoch"
+               "epoch 1/1  train loss [0-9.]+  test loss [0-9.]+  test accuracy")
+  if(NOT out MATCHES "${expect}")
+    message(FATAL_ERROR "tessera train --nproc 2: no '${expect}' in its output:\n${out}")
+  endif()
+endforeach()
+string(REGEX MATCHALL "training mlp on Fashion-MNIST" lines "${out}")
+list(LENGTH lines n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "tessera train --nproc 2: expected rank 0 alone to print, got ${n} banners:\n${out}")
+endif()
+foreach(f model.safetensors optimizer.safetensors checkpoint.json)
+  if(NOT EXISTS "${WORK}/ckpt/${f}")
+    message(FATAL_ERROR "tessera train --nproc 2: no ${f} in the checkpoint")
+  endif()
+endforeach()
+execute_process(COMMAND "${TESSERA}" ${common} --epochs 2 --resume RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "resumed from .* after epoch 1" OR NOT out MATCHES "epoch 2/2  train loss")
+  message(FATAL_ERROR "tessera train --nproc 2 --resume failed (${rc}):\n${out}\n${err}")
+endif()
+# A flag the model does not act on is refused before any process starts.
+execute_process(COMMAND "${TESSERA}" train --model gpt2 --nproc 2 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--nproc does not apply to --model gpt2")
+  message(FATAL_ERROR "tessera train --model gpt2 --nproc 2: expected a refusal, got ${rc}:\n${out}\n${err}")
+endif()
