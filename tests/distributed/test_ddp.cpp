@@ -160,7 +160,9 @@ TEST(DDP, NoSyncAccumulationBitwiseFloat64) {
       ts::Tensor g = net.fc1.weight.grad().clone();
       ts::Tensor other = g.clone();
       dist::broadcast(other, 0);
-      if (rank == 1) EXPECT_FALSE(ts::equal(g, other));
+      if (rank == 1) {
+        EXPECT_FALSE(ts::equal(g, other));
+      }
     }
     F::mse_loss(ddp(b2.part(b2.x, rank)), b2.part(b2.y, rank)).backward();
     opt.step();
