@@ -135,10 +135,11 @@ bool dense_layout(const Shape& sizes, const Shape& strides) {
 // as a view instead of concatenating them: the qkv gradient costs no copy. Otherwise each gradient is
 // its own buffer (make_output). GPU only, where the packed buffer saves GPT-2's qkv gradient copy;
 // the CPU and the meta device give each gradient its own buffer. Not while a program is being
-// captured (ts::compile): with the packing on there, split's backward met gradients whose layout
-// overran their storage (set_layout refused the union view: on the CPU in a joint backward capture, on
-// the GPU in GPT-2's training step captured up to its backward's graph break). The cause in the
-// capture is not found yet; without the packing the capture holds, and graph calls pack again.
+// captured (ts::compile): the capture replays a view (recorded_strided in ops/views.cpp) on the base it
+// knows for the viewed tensor, and split's union view of three packed gradients (as_strided over the
+// pack) replayed on dq's own value overruns it; set_layout refuses it (seen on the CPU in a joint
+// backward capture, and on the GPU in GPT-2's training step captured up to its backward's graph
+// break). Without the packing the capture holds; the graph calls that follow pack again.
 std::optional<std::array<Tensor, 3>> packed_grads(const Tensor& q, const Tensor& k, const Tensor& v, DType d) {
   if (!q.device().is_cuda() || detail::t_capturing) return std::nullopt;
   const auto& sq = q.impl_ptr()->storage();
