@@ -62,6 +62,32 @@ void mm_case(benchmark::State& state, int64_t batch, int64_t m, int64_t k, int64
   }
 }
 
+// Pooling and batch norm have no oneDNN path (Note [oneDNN where it wins]): these time the native
+// kernels on the shapes that bench/NOTES.md compares with oneDNN's primitives.
+void BM_onednn_native_max_pool2d_f32_64x64x24x24_fwd_bwd(benchmark::State& state) {
+  ts::Tensor x = randn({64, 64, 24, 24}, ts::kFloat32, 1).requires_grad_();
+  ts::Tensor gy = randn({64, 64, 12, 12}, ts::kFloat32, 2);
+  for (auto _ : state) {
+    ts::Tensor y = ts::max_pool2d(x, 2);
+    std::vector<ts::Tensor> g = ts::autograd::grad({y}, {x}, {gy});
+    benchmark::DoNotOptimize(g[0].data_ptr());
+  }
+}
+BENCHMARK(BM_onednn_native_max_pool2d_f32_64x64x24x24_fwd_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_onednn_native_batch_norm_f32_32x64x56x56_fwd_bwd(benchmark::State& state) {
+  ts::Tensor x = randn({32, 64, 56, 56}, ts::kFloat32, 1).requires_grad_();
+  ts::Tensor w = randn({64}, ts::kFloat32, 2).requires_grad_(), b = randn({64}, ts::kFloat32, 3).requires_grad_();
+  ts::Tensor rm = ts::zeros({64}), rv = ts::ones({64});
+  ts::Tensor gy = randn({32, 64, 56, 56}, ts::kFloat32, 4);
+  for (auto _ : state) {
+    ts::Tensor y = ts::nn::functional::batch_norm(x, rm, rv, w, b, /*training=*/true);
+    std::vector<ts::Tensor> g = ts::autograd::grad({y}, {x, w, b}, {gy});
+    benchmark::DoNotOptimize(g[0].data_ptr());
+  }
+}
+BENCHMARK(BM_onednn_native_batch_norm_f32_32x64x56x56_fwd_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // name, shape, channels-last
 struct ConvRow {
   const char* name;

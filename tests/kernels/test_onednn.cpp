@@ -93,12 +93,22 @@ const std::vector<ConvCase>& conv_cases() {
   return cases;
 }
 
-bool onednn_expected(const ConvCase& k, ts::DType dt) {
-  return (dt == ts::kFloat32 || dt == ts::kBFloat16) && k.groups == 1;
+// The rule of Note [oneDNN where it wins]; with `everywhere` (TESSERA_ONEDNN=all) every case.
+bool onednn_expected(const ConvCase& k, ts::DType dt, bool everywhere) {
+  if (dt != ts::kFloat32 && dt != ts::kBFloat16) return false;
+  if (everywhere) return true;
+  return k.c / k.groups >= 4 && !(k.kh == 1 && k.kw == 1) && k.stride == 1;
 }
 
-TEST(Onednn, ConvolutionForwardAndBackwardAgreeWithNative) {
-  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+// Sets TESSERA_ONEDNN=all's mode for a scope.
+struct ScopedEverywhere {
+  explicit ScopedEverywhere(bool on) : saved(ts::cpu::onednn::set_everywhere(on)) {}
+  ~ScopedEverywhere() { ts::cpu::onednn::set_everywhere(saved); }
+  bool saved;
+};
+
+void check_convolutions(bool everywhere) {
+  ScopedEverywhere mode(everywhere);
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16})
     for (const ConvCase& k : conv_cases()) {
       SCOPED_TRACE(name(k, dt));
@@ -118,7 +128,7 @@ TEST(Onednn, ConvolutionForwardAndBackwardAgreeWithNative) {
         return r;
       };
       Both both = run_both(f);
-      if (onednn_expected(k, dt)) {
+      if (onednn_expected(k, dt, everywhere)) {
         EXPECT_EQ(both.taken, 3) << "forward, input and weight gradients through oneDNN";
       } else {
         EXPECT_EQ(both.taken, 0);
@@ -131,8 +141,22 @@ TEST(Onednn, ConvolutionForwardAndBackwardAgreeWithNative) {
     }
 }
 
+TEST(Onednn, ConvolutionForwardAndBackwardAgreeWithNative) {
+  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  check_convolutions(false);
+}
+
+// Every shape of the table through oneDNN (the classes the rule sends native included: strides,
+// trailing rows no window reaches, groups, 1x1, one input channel), so that the geometry mapping is
+// checked on all of them.
+TEST(Onednn, EveryConvolutionThroughOnednnAgreesWithNative) {
+  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  check_convolutions(true);
+}
+
 TEST(Onednn, ConvTransposeAndStridedInputsAgreeWithNative) {
   if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  ScopedEverywhere all(true);  // stride 2: native under the rule
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16}) {
     SCOPED_TRACE(ts::dtype_name(dt));
     // conv_transpose2d without a bias is conv2d's input gradient (oneDNN); with one it stays native.
@@ -153,8 +177,10 @@ TEST(Onednn, ConvTransposeAndStridedInputsAgreeWithNative) {
   }
 }
 
-TEST(Onednn, MatmulAgreesWithNative) {
+// Small products go native under the rule: these run with every product through oneDNN.
+TEST(Onednn, MatmulLayoutsAgreeWithNative) {
   if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  ScopedEverywhere all(true);
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16}) {
     SCOPED_TRACE(ts::dtype_name(dt));
     ts::Tensor a = data({37, 53}, dt, 10), b = data({53, 29}, dt, 11), c = data({37, 29}, dt, 12);
@@ -180,17 +206,28 @@ TEST(Onednn, MatmulAgreesWithNative) {
       };
     };
     Both both = run_both(f);
-    if (dt == ts::kBFloat16) {
-      EXPECT_GE(both.taken, 8) << "the bfloat16 products go through oneDNN";
-    } else {
-      EXPECT_EQ(both.taken, 0) << "float32 products stay with OpenBLAS";
-    }
+    EXPECT_GE(both.taken, 10) << "the products through oneDNN";
     for (size_t i = 0; i < both.on.size(); ++i) EXPECT_TRUE(agree(both.on[i], both.off[i], tol_for(dt))) << "result " << i;
+  }
+}
+
+// Under the rule: a product of 2^25 multiply-adds goes to oneDNN, a smaller one stays native.
+TEST(Onednn, MatmulRuleBySize) {
+  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  for (ts::DType dt : {ts::kFloat32, ts::kBFloat16}) {
+    SCOPED_TRACE(ts::dtype_name(dt));
+    ts::Tensor a = data({256, 512}, dt, 24), b = data({512, 256}, dt, 25);
+    Both big = run_both([&] { return std::vector<ts::Tensor>{ts::mm(a, b)}; });
+    EXPECT_EQ(big.taken, 1);
+    EXPECT_TRUE(agree(big.on[0], big.off[0], tol_for(dt)));
+    Both small = run_both([&] { return std::vector<ts::Tensor>{ts::mm(a.slice(0, 0, 128), b)}; });
+    EXPECT_EQ(small.taken, 0);
   }
 }
 
 TEST(Onednn, MatmulBetaZeroIgnoresNaNInTheOutput) {
   if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  ScopedEverywhere all(true);
   ScopedOnednn on(true);
   ts::Tensor a = data({8, 16}, ts::kBFloat16, 22), b = data({16, 8}, ts::kBFloat16, 23);
   ts::Tensor c = ts::full({8, 8}, std::nan(""), ts::kBFloat16);

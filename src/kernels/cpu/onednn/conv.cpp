@@ -27,10 +27,15 @@ using tag = memory::format_tag;
 enum class Direction { forward = 0, input_backward = 1, weight_backward = 2 };
 
 // Note [oneDNN where it wins]: which convolutions go to oneDNN.
+constexpr int64_t kMinChannelsPerGroup = 4;
+
 bool takes(const ConvGeometry& g, DType dt) {
   if (!onednn_enabled() || !to_dnnl(dt)) return false;
-  if (g.groups != 1 && !everywhere()) return false;
-  return g.batch > 0 && g.in_channels > 0 && g.out_channels > 0;
+  if (g.batch <= 0 || g.in_channels <= 0 || g.out_channels <= 0) return false;
+  if (everywhere()) return true;
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1;
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  return g.in_channels / g.groups >= kMinChannelsPerGroup && !pointwise && !strided;
 }
 
 struct Geometry {

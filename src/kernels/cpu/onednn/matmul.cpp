@@ -18,11 +18,14 @@ namespace {
 
 using dnnl::memory;
 
-// Note [oneDNN where it wins]: which products go to oneDNN.
+// Note [oneDNN where it wins]: which products go to oneDNN: those of at least kMinWork multiply-adds
+// in all (below it oneDNN's fixed cost per call, about 20 to 60 us, outweighs its faster kernel).
+constexpr double kMinWork = double(int64_t(1) << 25);
+
 bool takes(const GemmParams& p) {
-  if (!onednn_enabled()) return false;
-  if (p.k() == 0 || !to_dnnl(p.c.dtype())) return false;
-  return p.c.dtype() == DType::BFloat16 || everywhere();
+  if (!onednn_enabled() || p.k() == 0 || !to_dnnl(p.c.dtype())) return false;
+  if (everywhere()) return true;
+  return double(p.batch()) * double(p.m()) * double(p.n()) * double(p.k()) >= kMinWork;
 }
 
 // A (batch, rows, cols) operand's dims and strides for oneDNN, or nullopt when a matrix of it is not

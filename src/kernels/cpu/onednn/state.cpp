@@ -32,10 +32,15 @@ std::atomic<bool>& enabled_flag() {
 
 }  // namespace
 
-bool onednn::everywhere() {
-  static const bool all = env() != nullptr && std::strcmp(env(), "all") == 0;
-  return all && onednn_enabled();
+namespace {
+std::atomic<bool>& everywhere_flag() {
+  static std::atomic<bool> flag(env() != nullptr && std::strcmp(env(), "all") == 0);
+  return flag;
 }
+}  // namespace
+
+bool onednn::everywhere() { return everywhere_flag().load(std::memory_order_relaxed) && onednn_enabled(); }
+bool onednn::set_everywhere(bool on) { return everywhere_flag().exchange(on); }
 
 bool onednn_built() {
 #if defined(TESSERA_HAVE_ONEDNN)
