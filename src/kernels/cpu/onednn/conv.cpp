@@ -33,9 +33,7 @@ bool takes(const ConvGeometry& g, DType dt) {
   if (!onednn_enabled() || !to_dnnl(dt)) return false;
   if (g.batch <= 0 || g.in_channels <= 0 || g.out_channels <= 0) return false;
   if (everywhere()) return true;
-  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1;
-  const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  return g.in_channels / g.groups >= kMinChannelsPerGroup && !pointwise && !strided;
+  return g.in_channels / g.groups >= kMinChannelsPerGroup;
 }
 
 struct Geometry {

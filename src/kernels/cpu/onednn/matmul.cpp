@@ -19,8 +19,8 @@ namespace {
 using dnnl::memory;
 
 // Note [oneDNN where it wins]: which products go to oneDNN: those of at least kMinWork multiply-adds
-// in all (below it oneDNN's fixed cost per call, about 20 to 60 us, outweighs its faster kernel).
-constexpr double kMinWork = double(int64_t(1) << 25);
+// in all (below it, oneDNN's gain is small on a quiet machine and its loss large on a busy one).
+constexpr double kMinWork = double(int64_t(1) << 20);
 
 bool takes(const GemmParams& p) {
   if (!onednn_enabled() || p.k() == 0 || !to_dnnl(p.c.dtype())) return false;
