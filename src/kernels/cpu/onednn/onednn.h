@@ -11,22 +11,20 @@
 // TESSERA_CPU_ISA; TESSERA_ONEDNN=0 switches it off.
 //
 // Note [oneDNN where it wins]: the rule, per op and per shape class, from bench/micro/bench_onednn.cpp
-// (bench/run_onednn_choice.py; figures in bench/NOTES.md, "oneDNN on the CPU", and
-// bench/results/onednn-choice.json; AMD EPYC, 2 threads, AVX-512 with BF16). Speedups are native time
-// over oneDNN time, of the fastest samples:
+// (bench/run_onednn_choice.py; results/onednn-choice.json and bench/NOTES.md, "oneDNN on the CPU";
+// AMD EPYC, 2 threads, AVX-512 with BF16). Speedups are native time over oneDNN time, fastest samples:
 //  - convolution, forward and both backward passes, float32 and bfloat16: oneDNN (its direct JIT
-//    kernels on blocked layouts, operands reordered on the way in and out), which ran a 3x3 conv of
-//    64 channels on 56x56 4x faster forward + backward in either dtype, 3 to 5x in channels-last, the
-//    CNN's second layer (32 -> 64 on 13x13) 2 to 3x, grouped and depthwise convs 1.1 to 3x. Except:
-//      - fewer than 4 input channels per group (an image's first layer): native, 0.2 to 0.9x;
-//      - 1x1 kernels: native (both sides are one GEMM; the native one reads the input in place), 0.5
-//        to 0.7x;
-//      - strides above 1: native (1.1 to 1.2x in float32, 0.75x in bfloat16: not worth the rule).
-//  - matmul, float32 and bfloat16: oneDNN for products of at least 2^25 multiply-adds in all (1024^3:
-//    1.9x in float32, 5.5x in bfloat16; the MLP's 128x784x512: 2.2x and 1.1x), native below (64^3:
-//    0.2 to 0.3x, oneDNN's fixed cost per call; 256^3 and a batch of 16 128x64x128: parity).
-//  - float16 and float64 stay native everywhere.
-//  - pooling and batch norm have no oneDNN path: see bench/NOTES.md for the comparison.
+//    kernels on blocked layouts, operands reordered on the way in and out) when there are at least 4
+//    input channels per group. float32: 2.2x on the Fashion-MNIST CNN's second layer, 2.3x on a 3x3 of
+//    64 channels at 56x56 (2.7 to 3.1x channels-last), 1.3 to 1.4x on 1x1, 1.75x strided, 1.8 to 2.2x
+//    depthwise, 3x with 4 groups; bfloat16 2.5 to 6x. With fewer input channels (an image's first
+//    layer: 0.56 to 0.65x in float32) the native im2col kernel stays.
+//  - matmul, float32 and bfloat16: oneDNN for products of at least 2^20 multiply-adds in all (1024^3:
+//    1.85x in float32, 4.2x in bfloat16; the MLP's 128x784x512: 1.9x and 4x); native below (64^3:
+//    1.2 to 1.5x on a quiet machine, but 3 to 5x slower while other work shared the cores, since
+//    oneDNN splits a call statically over the threads and waits for a preempted one).
+//  - float16 and float64, and conv_transpose2d with a bias, stay native.
+//  - pooling and batch norm have no oneDNN path (bench/NOTES.md says why).
 // Determinism: oneDNN's results are the same from run to run at a given thread count, but unlike the
 // native kernels (Note [Conv blocks], Note [One thread pool]) they may differ in the last bits between
 // thread counts. Tests that pin the native kernels' thread-count invariance switch oneDNN off
