@@ -10,7 +10,7 @@
 
 namespace {
 
-// `tessera info`: the CPU (name, extensions, the level of the CPU kernels), the build (CUDA libraries
+// `tessera info`: the CPU (name, extensions, the level of the CPU kernels, oneDNN), the build (CUDA libraries
 // and architectures) and every GPU.
 void print_info() {
   namespace cuda = tessera::cuda;
@@ -23,6 +23,12 @@ void print_info() {
   std::printf("CPU kernels: %s (supported: %s%s%s)\n", tessera::cpu::isa_level_name(c.level),
               tessera::cpu::isa_level_name(c.supported), c.cap.empty() ? "" : ", TESSERA_CPU_ISA=",
               c.cap.c_str());
+  if (tessera::cpu::onednn_built()) {
+    std::printf("oneDNN %s: %s\n", tessera::cpu::onednn_version().c_str(),
+                tessera::cpu::onednn_enabled() ? "on (convolutions, matmuls of 2^20 multiply-adds and more)" : "off (TESSERA_ONEDNN=0)");
+  } else {
+    std::printf("oneDNN: not built (configure with TESSERA_ONEDNN=ON and libdnnl-dev installed)\n");
+  }
   if (!cuda::is_built()) {
     std::printf("CUDA: not built (configure with the cuda preset)\n");
     return;

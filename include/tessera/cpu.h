@@ -30,4 +30,16 @@ const CpuInfo& cpu_info();
 // Whether the CPU (and the OS) support a feature by its /proc/cpuinfo name, e.g. "avx512_bf16".
 bool has_feature(const std::string& name);
 
+// oneDNN behind the CPU convolution and matrix-product kernels, for the shapes where it measured faster
+// (Note [oneDNN where it wins] in src/kernels/cpu/onednn/onednn.h). Built in when the build found it
+// (CMake option TESSERA_ONEDNN); on unless the environment variable TESSERA_ONEDNN=0 at start-up.
+bool onednn_built();
+// Built in and not switched off.
+bool onednn_enabled();
+// Switches oneDNN on or off for the whole process (tests and comparisons); returns the previous
+// setting. Switching on in a build without it is a no-op that returns false.
+bool set_onednn_enabled(bool on);
+// "2.6.3", or "" when not built in.
+std::string onednn_version();
+
 }  // namespace tessera::cpu

@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "runtime/cpu_isa.h"
 #include "tessera/nn/functional.h"
 
@@ -87,6 +88,8 @@ struct LevelScope {
 };
 
 TEST(CpuIsaLevels, EveryLevelMatchesBaseline) {
+  // The levels of the native kernels: oneDNN (which picks its own instruction set) off.
+  ts::cpu::onednn::ScopedOnednn native(false);
   const std::vector<IsaLevel> levels = supported_levels();
   std::printf("CPU %s: levels tested:", ts::cpu::cpu_info().name.c_str());
   for (IsaLevel l : levels) std::printf(" %s", ts::cpu::isa_level_name(l));

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/test_util.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "ops/gemm_kernel.h"
 
 namespace ts = tessera;
@@ -125,7 +126,8 @@ TEST(Matmul, LargeProductsCutOverThreadsMatchAndIgnoreThreadCount) {
   // Products large enough for gemm_threaded to cut C over the threads (kernels/cpu/blas.h, Note [One
   // thread pool]): by rows (400x256 @ 256x260) and, in float32, by columns (40x1024 @ 1024x600), with
   // operands stored transposed and a column-major C (the GEMM slot); bitwise the same on 1, 2 and 3
-  // threads, and close to the reference.
+  // threads, and close to the reference. The native kernel's property: oneDNN (bfloat16) off.
+  ts::cpu::onednn::ScopedOnednn native(false);
   const int saved = ts::get_num_threads();
   for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16})
     for (const ts::Shape& mkn : {ts::Shape{400, 256, 260}, ts::Shape{40, 1024, 600}}) {

@@ -29,6 +29,7 @@
 
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "ops/conv_kernel.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
@@ -406,8 +407,11 @@ void run_widened(const Tensor& out, std::initializer_list<const Tensor*> inputs,
   if (!direct) Tensor(out).copy_(result);
 }
 
+// Each entry first offers the call to oneDNN (Note [oneDNN where it wins] in kernels/cpu/onednn/onednn.h),
+// which takes the shapes where it measured faster; the rest run here.
 void conv2d_forward_cpu(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, const ConvGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::conv2d_forward(out, x, w, bias, g)) return;
   run_widened(out, {&x, &w, &bias}, "conv2d", [&]<class T>(T* o, const std::vector<const T*>& p) {
     forward<T>(o, p[0], p[1], p[2], g);
   });
@@ -416,6 +420,7 @@ void conv2d_forward_cpu(const Tensor& out, const Tensor& x, const Tensor& w, con
 void conv2d_input_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& w, const Tensor& bias,
                                const ConvGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::conv2d_input_backward(out, grad, w, bias, g)) return;
   run_widened(out, {&grad, &w, &bias}, "conv_transpose2d", [&]<class T>(T* o, const std::vector<const T*>& p) {
     input_backward<T>(o, p[0], p[1], p[2], g);
   });
@@ -423,6 +428,7 @@ void conv2d_input_backward_cpu(const Tensor& out, const Tensor& grad, const Tens
 
 void conv2d_weight_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& x, const ConvGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::conv2d_weight_backward(out, grad, x, g)) return;
   run_widened(out, {&grad, &x}, "conv2d_backward_weight", [&]<class T>(T* o, const std::vector<const T*>& p) {
     weight_backward<T>(o, p[0], p[1], g);
   });

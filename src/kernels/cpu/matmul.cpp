@@ -23,6 +23,7 @@
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "ops/gemm_kernel.h"
 #include "tensor/tensor_impl.h"
 
@@ -238,6 +239,9 @@ void gemm_cpu(const GemmParams& p) {
   TS_CHECK(p.a.is_cpu() && p.b.is_cpu() && p.c.is_cpu(), DeviceError, "matmul: the CPU kernel got tensors on ",
            p.a.device().str(), ", ", p.b.device().str(), " and ", p.c.device().str());
   if (p.c.numel() == 0) return;
+  // oneDNN first, for the products where it measured faster (Note [oneDNN where it wins] in
+  // kernels/cpu/onednn/onednn.h); it takes the bias in its epilogue.
+  if (onednn::gemm(p)) return;
   if (p.bias.defined()) return gemm_cpu(bias_as_input(p));  // BLAS adds C: the bias goes in as C
   const DType dt = p.c.dtype();
   if (p.k() == 0) {  // an empty sum: only the beta term remains

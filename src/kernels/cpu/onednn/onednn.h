@@ -1,0 +1,67 @@
+// oneDNN behind the CPU kernels' entry points: conv.cpp and matmul.cpp (the kernels of the conv and
+// gemm slots) first offer their call to the functions below, which run it through oneDNN and return
+// true when the shape is one where oneDNN measured faster, and return false (doing nothing) otherwise,
+// so that the kernel's own code runs. The native kernels stay the fallback and the reference in tests
+// (tests/kernels/test_onednn.cpp).
+//
+// This header includes no oneDNN header: the dispatched kernel files (compiled once per ISA level,
+// Note [ISA namespaces]) include it, while the oneDNN calls themselves are compiled once, for plain
+// x86-64, in kernels/cpu/onednn/*.cpp. oneDNN picks its own instruction set at run time (its JIT
+// generates AVX-512 / AVX-512-BF16 / AMX code where the CPU has them), so it does not follow
+// TESSERA_CPU_ISA; TESSERA_ONEDNN=0 switches it off.
+//
+// Note [oneDNN where it wins]: the rule, per op and per shape class, from bench/micro/bench_onednn.cpp
+// (bench/run_onednn_choice.py; results/onednn-choice.json and bench/NOTES.md, "oneDNN on the CPU";
+// AMD EPYC, 2 threads, AVX-512 with BF16). Speedups are native time over oneDNN time, fastest samples:
+//  - convolution, forward and both backward passes, float32 and bfloat16: oneDNN (its direct JIT
+//    kernels on blocked layouts, operands reordered on the way in and out) when there are at least 4
+//    input channels per group. float32: 2.2x on the Fashion-MNIST CNN's second layer, 2.3x on a 3x3 of
+//    64 channels at 56x56 (2.7 to 3.1x channels-last), 1.3 to 1.4x on 1x1, 1.75x strided, 1.8 to 2.2x
+//    depthwise, 3x with 4 groups; bfloat16 2.5 to 6x. With fewer input channels (an image's first
+//    layer: 0.56 to 0.65x in float32) the native im2col kernel stays.
+//  - matmul, float32 and bfloat16: oneDNN for products of at least 2^20 multiply-adds in all (1024^3:
+//    1.85x in float32, 4.2x in bfloat16; the MLP's 128x784x512: 1.9x and 4x); native below (64^3:
+//    1.2 to 1.5x on a quiet machine, but 3 to 5x slower while other work shared the cores, since
+//    oneDNN splits a call statically over the threads and waits for a preempted one).
+//  - float16 and float64, and conv_transpose2d with a bias, stay native.
+//  - pooling and batch norm have no oneDNN path (bench/NOTES.md says why).
+// Determinism: oneDNN's results are the same from run to run at a given thread count, but unlike the
+// native kernels (Note [Conv blocks], Note [One thread pool]) they may differ in the last bits between
+// thread counts. Tests that pin the native kernels' thread-count invariance switch oneDNN off
+// (ScopedOnednn).
+#pragma once
+#include "ops/conv_kernel.h"
+#include "ops/gemm_kernel.h"
+#include "tessera/cpu.h"
+
+namespace tessera::cpu::onednn {
+
+// Each returns true when it ran the call through oneDNN, false when the native kernel is to run it.
+// Preconditions are those of the slots (ops/conv_kernel.h, ops/gemm_kernel.h).
+bool conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& bias, const ConvGeometry& g);
+bool conv2d_input_backward(const Tensor& out, const Tensor& grad, const Tensor& w, const Tensor& bias,
+                           const ConvGeometry& g);
+bool conv2d_weight_backward(const Tensor& out, const Tensor& grad, const Tensor& x, const ConvGeometry& g);
+bool gemm(const GemmParams& p);
+
+// TESSERA_ONEDNN=all: oneDNN for every call it has a kernel for, whatever the rule says (to measure
+// the rule's alternatives: bench/run_onednn_choice.py).
+bool everywhere();
+bool set_everywhere(bool on);  // returns the previous setting (tests)
+
+// How many calls oneDNN has run since start-up (the tests check that a path they compare did run).
+int64_t calls_taken();
+
+// Sets oneDNN on or off for its lifetime and restores the previous setting (tests).
+class ScopedOnednn {
+ public:
+  explicit ScopedOnednn(bool on) : saved_(set_onednn_enabled(on)) {}
+  ~ScopedOnednn() { set_onednn_enabled(saved_); }
+  ScopedOnednn(const ScopedOnednn&) = delete;
+  ScopedOnednn& operator=(const ScopedOnednn&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace tessera::cpu::onednn
