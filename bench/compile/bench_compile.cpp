@@ -22,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/tessera.h"
@@ -53,6 +54,26 @@ int count_nodes(const std::string& graph_text) {
   int n = 0;
   for (size_t p = graph_text.find(" = "); p != std::string::npos; p = graph_text.find(" = ", p + 1)) ++n;
   return n;
+}
+
+// Alternating rounds of `iters` calls of `compiled` and `iters` of `eager`, each round timed by the host
+// clock around a synchronize: the milliseconds per call, compiled and eager, one figure per round.
+template <class A, class B>
+std::pair<std::vector<double>, std::vector<double>> alternate(A& compiled, B& eager, ts::Device dev, int rounds,
+                                                              int iters) {
+  std::vector<double> g, e;
+  for (int r = 0; r < rounds; ++r) {
+    sync(dev);
+    double t0 = now_ms();
+    for (int i = 0; i < iters; ++i) compiled();
+    sync(dev);
+    g.push_back((now_ms() - t0) / iters);
+    t0 = now_ms();
+    for (int i = 0; i < iters; ++i) eager();
+    sync(dev);
+    e.push_back((now_ms() - t0) / iters);
+  }
+  return {g, e};
 }
 
 // A fresh compiled function per round: its first call is the capture.
@@ -89,18 +110,7 @@ void bench_call(const char* name, C& compiled_fn, const std::function<ts::Tensor
   compiled();  // capture
   compiled();
   eager();
-  std::vector<double> g, e;
-  for (int r = 0; r < rounds; ++r) {
-    sync(dev);
-    double t0 = now_ms();
-    for (int i = 0; i < iters; ++i) compiled();
-    sync(dev);
-    g.push_back((now_ms() - t0) / iters);
-    t0 = now_ms();
-    for (int i = 0; i < iters; ++i) eager();
-    sync(dev);
-    e.push_back((now_ms() - t0) / iters);
-  }
+  const auto [g, e] = alternate(compiled, eager, dev, rounds, iters);
   const ts::CompileStats s = compiled_fn.stats();
   std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
               "\"backward_nodes\": %d, \"graph_calls\": %d, \"eager_calls\": %d}\n",
@@ -118,18 +128,7 @@ void bench_forward(const char* name, C& compiled_fn, const std::function<ts::Ten
   compiled_fn();  // capture
   compiled_fn();
   eager_fn();
-  std::vector<double> g, e;
-  for (int r = 0; r < rounds; ++r) {
-    sync(dev);
-    double t0 = now_ms();
-    for (int i = 0; i < iters; ++i) compiled_fn();
-    sync(dev);
-    g.push_back((now_ms() - t0) / iters);
-    t0 = now_ms();
-    for (int i = 0; i < iters; ++i) eager_fn();
-    sync(dev);
-    e.push_back((now_ms() - t0) / iters);
-  }
+  const auto [g, e] = alternate(compiled_fn, eager_fn, dev, rounds, iters);
   const ts::CompileStats s = compiled_fn.stats();
   std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
               "\"kernels\": %d, \"fused_nodes\": %d, \"launches\": %d, \"eager_launches\": %d, \"graph_calls\": %d, "
@@ -254,18 +253,7 @@ void bench_graphed_step(const char* name, Step& eager_step, ts::Device dev, int 
   auto compiled = ts::compile([&] { return eager_step(); }, o);
   for (int i = 0; i < 3; ++i) compiled();  // call 3 is the first replay
   eager_step();
-  std::vector<double> g, e;
-  for (int r = 0; r < rounds; ++r) {
-    sync(dev);
-    double t0 = now_ms();
-    for (int i = 0; i < iters; ++i) compiled();
-    sync(dev);
-    g.push_back((now_ms() - t0) / iters);
-    t0 = now_ms();
-    for (int i = 0; i < iters; ++i) eager_step();
-    sync(dev);
-    e.push_back((now_ms() - t0) / iters);
-  }
+  const auto [g, e] = alternate(compiled, eager_step, dev, rounds, iters);
   const ts::CompileStats s = compiled.stats();
   std::printf("{\"name\": \"%s\", \"unit\": \"ms\", \"samples\": %s, \"eager_samples\": %s, "
               "\"cuda_graphs\": %d, \"cuda_graph_replays\": %d}\n",
