@@ -12,10 +12,11 @@
 //
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
 // "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen]
-// [--compile-time]
+// [--compile-time] [--profile]
 // Codegen rows (backend "codegen", forward without autograd, against eager): a 12-op pointwise chain,
 // softmax, residual add + layer norm, RMS norm, and on the GPU the inference throughput of ResNet-50 and
 // GPT-2 124M (bench_inference); bench/torch/compile_ops.py is their PyTorch side.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -213,8 +214,10 @@ void bench_rows(const char* what, int64_t rows, int64_t cols, ts::Device dev, in
 // Inference throughput, codegen against eager, on the GPU: ResNet-50 (batch 256, 224x224, channels-last)
 // and GPT-2 124M's logits (16 x 1024 tokens), under bfloat16 autocast without autograd; the weights stay
 // float32 and autocast casts them per call, as PyTorch's autocast does (bench/torch/compile_ops.py runs
-// the same work in PyTorch).
-void bench_inference(ts::Device dev, int rounds) {
+// the same work in PyTorch). `work(name, compiled, eager, iters, items, item)` is called once per model:
+// bench_inference times it, profile_inference lists its kernels.
+template <class Work>
+void inference_works(ts::Device dev, Work&& work) {
   if (!dev.is_cuda()) return;  // batch 256 of ResNet-50 is minutes per call on two cores
   ts::amp::autocast bf16(dev, ts::kBFloat16);
   ts::CompileOptions o;
@@ -225,8 +228,8 @@ void bench_inference(ts::Device dev, int rounds) {
     model.eval();
     ts::Tensor x = ts::randn({256, 3, 224, 224}, ts::TensorOptions(ts::kFloat32, dev)).contiguous(ts::MemoryFormat::ChannelsLast);
     auto f = ts::compile([&] { return model.forward(x); }, o);
-    bench_forward("call resnet50 inference b256 224 cl bf16 forward (codegen)", f, [&] { return model.forward(x); }, dev,
-                  rounds, 5, 256, "images");
+    work("call resnet50 inference b256 224 cl bf16 forward (codegen)", f, [&] { return model.forward(x); }, 5, 256,
+         "images");
   }
   {
     ts::models::GPT2Config cfg;
@@ -236,9 +239,61 @@ void bench_inference(ts::Device dev, int rounds) {
     model.eval();
     ts::Tensor idx = ts::randint(0, cfg.vocab_size, {16, 1024}, ts::TensorOptions(ts::kInt64, dev));
     auto f = ts::compile([&] { return model.forward(idx); }, o);
-    bench_forward("call gpt2-124m inference 16x1024 bf16 logits forward (codegen)", f,
-                  [&] { return model.forward(idx); }, dev, rounds, 5, 16 * 1024, "tokens");
+    work("call gpt2-124m inference 16x1024 bf16 logits forward (codegen)", f, [&] { return model.forward(idx); }, 5,
+         16 * 1024, "tokens");
   }
+}
+
+void bench_inference(ts::Device dev, int rounds) {
+  inference_works(dev, [&](const char* name, auto& f, const std::function<ts::Tensor()>& eager, int iters,
+                           int64_t items, const char* item) { bench_forward(name, f, eager, dev, rounds, iters, items, item); });
+}
+
+// --profile: the kernels of one warm call of each inference row, compiled and eager, from the CUPTI
+// profiler: per kernel name its count, total and mean time, sorted by total; then the call's wall time
+// and the sum of its kernel times. bench/torch/profile_inference.py prints the same for PyTorch. This is
+// where a gap to torch.compile is read from (which kernels, how long), not a results file.
+void print_kernels(const char* title, const std::function<void()>& call, ts::Device dev) {
+  namespace P = ts::profiler;
+  call();
+  sync(dev);
+  P::ProfileOptions po;
+  po.activities = {P::CPU, P::CUDA};
+  P::profile prof(po);
+  const double t0 = now_ms();
+  call();
+  sync(dev);
+  const double wall = now_ms() - t0;
+  prof.stop();
+  std::vector<P::KeyAverage> rows;
+  int64_t total = 0, launches = 0;
+  const P::KeyAverages averages = prof.key_averages();  // kept: rows() is a reference into it
+  for (const P::KeyAverage& r : averages.rows())
+    if (r.is_gpu) {
+      rows.push_back(r);
+      total += r.self_cuda_time_total_ns;
+      launches += r.count;
+    }
+  std::sort(rows.begin(), rows.end(), [](const P::KeyAverage& a, const P::KeyAverage& b) {
+    return a.self_cuda_time_total_ns > b.self_cuda_time_total_ns;
+  });
+  std::printf("== %s: wall %.3f ms, kernels %.3f ms in %lld launches\n", title, wall, double(total) * 1e-6,
+              static_cast<long long>(launches));
+  for (const P::KeyAverage& r : rows)
+    std::printf("  %5lld  %9.3f ms  %9.1f us  %5.1f%%  %.150s\n", static_cast<long long>(r.count),
+                double(r.self_cuda_time_total_ns) * 1e-6, double(r.self_cuda_time_total_ns) * 1e-3 / double(r.count),
+                100.0 * double(r.self_cuda_time_total_ns) / double(total ? total : 1), r.key.c_str());
+  std::fflush(stdout);
+}
+
+void profile_inference(ts::Device dev) {
+  inference_works(dev, [&](const char* name, auto& f, const std::function<ts::Tensor()>& eager, int, int64_t,
+                           const char*) {
+    ts::NoGradGuard no_grad;
+    f();  // capture
+    print_kernels((std::string(name) + " [compiled]").c_str(), [&] { f(); }, dev);
+    print_kernels((std::string(name) + " [eager]").c_str(), [&] { eager(); }, dev);
+  });
 }
 
 // ReduceOverhead (Note [ReduceOverhead]): a whole training step (zero_grad, forward, loss, backward,
@@ -373,17 +428,23 @@ int main(int argc, char** argv) {
   int64_t gpt_seq = 64;
   bool only_codegen = false;  // the codegen rows only (the PyTorch comparison alternates with them)
   bool compile_time = false;  // the compile-time rows only
+  bool profile = false;       // the inference rows' kernels, not timed rows
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) dev = ts::Device(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--only-codegen")) only_codegen = true;
     else if (!std::strcmp(argv[i], "--compile-time")) compile_time = true;
+    else if (!std::strcmp(argv[i], "--profile")) profile = true;
   }
   std::printf("{\"device\": \"%s\", \"rounds\": %d}\n", dev.str().c_str(), rounds);
   ts::manual_seed(0);
   if (compile_time) {
     bench_compile_time(dev);
+    return 0;
+  }
+  if (profile) {
+    profile_inference(dev);
     return 0;
   }
 

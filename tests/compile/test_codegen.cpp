@@ -226,6 +226,41 @@ TEST(Codegen, EveryKernelsCudaTwinCompilesWithNvrtcForSm90) {
   EXPECT_GE(compiled, 5);
 }
 
+// Note [Vectorized pointwise kernels]: V elements per CUDA thread where every operand moves along the
+// innermost dimension with stride 1 or 0 and the lengths divide; the scalar loop otherwise.
+TEST(CodegenVector, TheCudaKernelTakesSixteenBytesPerOperandWhereTheLayoutAllows) {
+  // period: the vectors of one row, where y (one value per column) is loaded and sigmoid(y) computed
+  // once per thread (Note [Invariant columns]).
+  struct Case { const char* what; ts::Tensor x, y; int width; int64_t period; };
+  std::vector<Case> cases = {
+      {"bfloat16 channels-last, per-channel", ts::randn({2, 16, 3, 3}).to(ts::kBFloat16).contiguous(ts::MemoryFormat::ChannelsLast),
+       ts::randn({16, 1, 1}).to(ts::kBFloat16), 8, 2},
+      {"float32 rows", ts::randn({5, 12}), ts::randn({12}), 4, 3},
+      {"float64 rows", ts::randn({5, 12}).to(ts::kFloat64), ts::randn({12}).to(ts::kFloat64), 2, 6},
+      {"rows of 6 floats", ts::randn({5, 6}), ts::randn({6}), 2, 3},
+      {"rows of 7 floats", ts::randn({5, 7}), ts::randn({7}), 1, 1},
+      {"transposed", ts::randn({12, 5}).transpose(0, 1), ts::randn({12}), 1, 1},
+      {"no column operand", ts::randn({5, 12}), ts::randn({5, 12}), 4, 1},
+  };
+  for (const Case& c : cases) {
+    auto f = ts::compile(chain);
+    f(c.x, c.y);
+    const tc::Graph g = tc::parse_graph(f.last_graph());
+    const tc::FusionPlan plan = tc::plan_fusion(g);
+    ASSERT_EQ(plan.groups.size(), 1u) << c.what;
+    const tc::KernelSpec spec = tc::make_kernel_spec(g, plan.groups[0], tc::KernelTarget::Cuda, 0);
+    EXPECT_EQ(spec.vector_width, c.width) << c.what;
+    EXPECT_EQ(spec.thread_period, c.period) << c.what << "\n" << spec.function;
+    EXPECT_EQ(spec.function.find(" ih = ") != std::string::npos, c.period > 1) << c.what;
+    EXPECT_EQ(spec.function.find("ts_vec<") != std::string::npos, c.width > 1) << c.what << "\n" << spec.function;
+    const tc::KernelSpec cpu = tc::make_kernel_spec(g, plan.groups[0], tc::KernelTarget::Cpu, 0);
+    EXPECT_EQ(cpu.vector_width, 1) << c.what << ": the CPU kernel's vectors are the compiler's";
+    if (tc::cuda_codegen_available()) {
+      EXPECT_GT(tc::nvrtc_compile(tc::translation_unit(tc::KernelTarget::Cuda, {&spec}), "vec.cu", 90).size(), 0u) << c.what;
+    }
+  }
+}
+
 TEST(Codegen, A64BitIndexKernelIsGeneratedPast2To31Elements) {
   // The source only (running it would need 8 GiB): the CUDA kernel indexes with 64 bits.
   const tc::Graph g = tc::parse_graph(
@@ -236,8 +271,9 @@ TEST(Codegen, A64BitIndexKernelIsGeneratedPast2To31Elements) {
   const tc::KernelSpec big = tc::make_kernel_spec(g, plan.groups[0], tc::KernelTarget::Cuda, 0);
   EXPECT_TRUE(big.index64);
   EXPECT_NE(big.function.find("for (int64_t i"), std::string::npos) << big.function;
-  if (tc::cuda_codegen_available())
+  if (tc::cuda_codegen_available()) {
     EXPECT_GT(tc::nvrtc_compile(tc::translation_unit(tc::KernelTarget::Cuda, {&big}), "big.cu", 90).size(), 0u);
+  }
 }
 
 TEST(CodegenCache, ASecondProcessLoadsTheKernelsFromDisk) {
@@ -291,7 +327,9 @@ TEST(CodegenCache, ADamagedEntryIsRebuiltNeverLoaded) {
     const tc::KernelCacheStats after = tc::kernel_cache_stats();
     EXPECT_EQ(after.compiled - before.compiled, 1) << "damage " << damage << ": rebuilt";
     EXPECT_EQ(after.disk_hits - before.disk_hits, 0) << "damage " << damage << ": never loaded";
-    if (damage < 2) EXPECT_EQ(after.rejected - before.rejected, 1) << "damage " << damage;
+    if (damage < 2) {
+      EXPECT_EQ(after.rejected - before.rejected, 1) << "damage " << damage;
+    }
   }
 }
 

@@ -102,6 +102,42 @@ TEST(CudaCodegen, GeneratedKernelsEqualEagerForEveryDtypeAndLayout) {
   }
 }
 
+// Note [Vectorized pointwise kernels]: the vector path where the pointers are aligned, the scalar
+// loop of the same kernel where a view starts at an odd element.
+TEST(CudaCodegen, VectorizedKernelsEqualEagerAlignedOrNot) {
+  TS_REQUIRE_GPU();
+  const ts::Device gpu = ts::Device::cuda();
+  for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16}) {
+    ts::Tensor flat = ts::randn({33 * 256 + 1}, gpu).to(dt), row = ts::randn({257}, gpu).to(dt);
+    struct Case { const char* what; ts::Tensor x, y; };
+    std::vector<Case> cases = {
+        {"channels-last, per-channel", ts::randn({4, 64, 7, 7}, gpu).to(dt).contiguous(ts::MemoryFormat::ChannelsLast),
+         ts::randn({64, 1, 1}, gpu).to(dt)},
+        // Past one grid's threads (the kernel strides; Note [Invariant columns]): 64 channels, and 24,
+        // whose rows of 3 vectors of 8 do not divide a block.
+        {"channels-last, 64 channels, striding", ts::randn({64, 64, 56, 56}, gpu).to(dt).contiguous(ts::MemoryFormat::ChannelsLast),
+         ts::randn({64, 1, 1}, gpu).to(dt)},
+        {"channels-last, 24 channels, striding", ts::randn({32, 24, 100, 100}, gpu).to(dt).contiguous(ts::MemoryFormat::ChannelsLast),
+         ts::randn({24, 1, 1}, gpu).to(dt)},
+        {"aligned rows", flat.slice(0, 0, 33 * 256).view({33, 256}), row.slice(0, 0, 256)},
+        {"x at an odd element", flat.slice(0, 1, 33 * 256 + 1).view({33, 256}), row.slice(0, 0, 256)},
+        {"y at an odd element", flat.slice(0, 0, 33 * 256).view({33, 256}), row.slice(0, 1, 257)},
+    };
+    for (const Case& c : cases) {
+      auto f = ts::compile(chain, tessera::testing::codegen_options());
+      f(c.x, c.y);
+      EXPECT_TRUE(close(f(c.x, c.y), chain(c.x, c.y))) << ts::dtype_name(dt) << " " << c.what;
+      EXPECT_EQ(f.stats().kernels, 1) << ts::dtype_name(dt) << " " << c.what;
+    }
+    // One compiled function, called aligned then not (the same shapes and strides).
+    auto f = ts::compile(chain, tessera::testing::codegen_options());
+    for (int64_t start : {0, 1, 0}) {
+      ts::Tensor x = flat.slice(0, start, start + 33 * 256).view({33, 256}), y = row.slice(0, 0, 256);
+      EXPECT_TRUE(close(f(x, y), chain(x, y))) << ts::dtype_name(dt) << " from element " << start;
+    }
+  }
+}
+
 TEST(CudaCodegen, GradientsOfAJointGraphWithKernelsEqualEager) {
   TS_REQUIRE_GPU();
   ts::CompileOptions o;

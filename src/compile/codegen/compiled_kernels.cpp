@@ -104,7 +104,8 @@ void run_kernel(const CompiledKernel& k, const std::vector<Tensor>& operands) {
       launch_cuda_rows(k.fn, k.spec.rows, k.spec.rows_per_block, k.spec.row_threads, params.data(), k.device_index,
                        k.spec.name.c_str());
     else
-      launch_cuda_kernel(k.fn, k.spec.numel, params.data(), k.device_index, k.spec.name.c_str());
+      launch_cuda_kernel(k.fn, k.spec.numel / k.spec.vector_width, params.data(), k.device_index, k.spec.name.c_str(),
+                         k.spec.thread_period);
   }
 }
 

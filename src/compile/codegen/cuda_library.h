@@ -29,7 +29,9 @@ std::shared_ptr<const CudaLibrary> build_cuda_library(const std::string& source,
 void* cuda_kernel(const CudaLibrary& lib, const std::string& name);
 // Launches a generated elementwise kernel over `numel` elements on the current stream of `device_index`
 // (256 threads a block, a grid of at most 16 blocks per multiprocessor; the kernel strides over the rest).
-void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_index, const char* name);
+// Where it strides, the grid's threads are a multiple of `period` (KernelSpec::thread_period).
+void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_index, const char* name,
+                        int64_t period = 1);
 
 // Launches a generated reduction kernel over `rows` rows (Note [Reduction kernels]): blocks of
 // rows_per_block * row_threads threads, one block per rows_per_block rows (the kernel strides over rows

@@ -152,6 +152,8 @@ TS_D double ts_atan2(double x, double y) { return atan2(x, y); }
 // Reductions across the threads that share a row (reduction_source.cpp): a warp's by shuffles, a
 // block's through one float or double per warp in shared memory. Every thread gets the result.
 constexpr const char* kCudaReduce = R"TS(
+// V elements of one operand, loaded and stored as one vector (Note [Vectorized pointwise kernels]).
+template <class T, int V> struct alignas(sizeof(T) * V) ts_vec { T v[V]; };
 struct ts_op_sum {
   template <class T> static __device__ __forceinline__ T f(T a, T b) { return a + b; }
   template <class T> static __device__ __forceinline__ T id() { return T(0); }

@@ -23,6 +23,32 @@ bool is_contiguous_in(const std::vector<int64_t>& strides, const std::vector<int
   return true;
 }
 
+// Note [Vectorized pointwise kernels]: the elements a CUDA thread takes per step. Every operand must
+// move along the innermost canonical dimension with stride 1 (vector loads and stores) or 0 (one load
+// per step); V elements of it are 16 bytes of the narrowest such operand (at most 8), the dimension's
+// length and every outer stride of a moving operand are multiples of V (so each step's V elements are
+// one aligned vector when the base pointer is). 1: no vector path.
+int cuda_vector_width(const KernelSpec& k) {
+  const size_t D = k.sizes.size();
+  size_t narrowest = 0;
+  for (const KernelOperand& op : k.operands) {
+    const int64_t s = op.strides[D - 1];
+    if (s != 0 && s != 1) return 1;
+    if (s == 1) {
+      const size_t e = element_size(op.meta.dtype);
+      narrowest = narrowest == 0 ? e : std::min(narrowest, e);
+    }
+  }
+  if (narrowest == 0) return 1;
+  for (int v = static_cast<int>(std::min<size_t>(8, 16 / narrowest)); v >= 2; v /= 2) {
+    bool ok = k.sizes[D - 1] % v == 0;
+    for (const KernelOperand& op : k.operands)
+      for (size_t d = 0; ok && d + 1 < D; ++d) ok = op.strides[D - 1] == 0 || op.strides[d] % v == 0;
+    if (ok) return v;
+  }
+  return 1;
+}
+
 }  // namespace
 
 KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget target, int index) {
@@ -124,21 +150,152 @@ KernelSpec make_kernel_spec(const Graph& g, const FusionGroup& grp, KernelTarget
     os << "#pragma omp simd\n";
     os << "    for (int64_t j = j0; j < j1; ++j) {\n" << body(off, "      ") << "    }\n  }\n}\n";
   } else {
-    os << "  // " << k.numel << " elements, " << (k.index64 ? "64" : "32") << "-bit indices\n";
-    os << "  for (" << idx_t << " i = (" << idx_t << ")blockIdx.x * blockDim.x + threadIdx.x; i < " << k.numel << "u; i += ("
-       << idx_t << ")gridDim.x * blockDim.x) {\n";
-    if (D > 1) {
-      os << "    " << idx_t << " r = i;\n";
-      for (size_t d = D; d-- > 0;) {
-        if (d == 0) os << "    const " << idx_t << " i0 = r;\n";
-        else os << "    const " << idx_t << " " << idx[d] << " = r % " << cs[d] << "u; r /= " << cs[d] << "u;\n";
+    // The index decomposition of `i` over the canonical dimensions (i0 outermost).
+    auto decompose = [&](const std::string& ind) {
+      std::ostringstream d;
+      if (D > 1) {
+        d << ind << idx_t << " r = i;\n";
+        for (size_t q = D; q-- > 0;) {
+          if (q == 0) d << ind << "const " << idx_t << " i0 = r;\n";
+          else d << ind << "const " << idx_t << " " << idx[q] << " = r % " << cs[q] << "u; r /= " << cs[q] << "u;\n";
+        }
+      } else {
+        d << ind << "const " << idx_t << " i0 = i;\n";
       }
-    } else {
-      os << "    const " << idx_t << " i0 = i;\n";
-    }
+      return d.str();
+    };
     for (size_t o = 0; o < k.operands.size(); ++o)
       off[o] = is_contiguous_in(k.operands[o].strides, cs) ? "i" : offset_expr(k.operands[o].strides, idx, D);
-    os << body(off, "    ") << "  }\n}\n";
+    const int V = cuda_vector_width(k);
+    k.vector_width = V;
+    const std::string scalar_loop = "  for (" + idx_t + " i = (" + idx_t + ")blockIdx.x * blockDim.x + threadIdx.x; i < " +
+                                    std::to_string(k.numel) + "u; i += (" + idx_t + ")gridDim.x * blockDim.x) {\n";
+    os << "  // " << k.numel << " elements, " << (k.index64 ? "64" : "32") << "-bit indices";
+    if (V == 1) {
+      os << "\n" << scalar_loop << decompose("    ") << body(off, "    ") << "  }\n}\n";
+    } else {
+      // Note [Vectorized pointwise kernels]: V elements of the innermost dimension per thread and step,
+      // one 16-byte load or store per operand that moves along it; an operand broadcast along it is
+      // loaded once per step. The pointers' alignment is known only at the call: unaligned ones (a view
+      // at an odd offset) take the scalar loop.
+      os << ", " << V << " per thread where aligned\n";
+      std::string misaligned;
+      for (size_t o = 0; o < k.operands.size(); ++o)
+        if (k.operands[o].strides[D - 1] == 1) {
+          const int64_t bytes = V * static_cast<int64_t>(element_size(k.operands[o].meta.dtype));
+          misaligned += std::string(misaligned.empty() ? "" : " | ") + "((unsigned long long)p" + std::to_string(o) +
+                        " & " + std::to_string(bytes - 1) + "u)";
+        }
+      os << "  if ((" << misaligned << ") == 0) {\n";
+      // Note [Invariant columns]: an operand that moves along the innermost dimension only (a batch
+      // norm's statistics over channels-last activations) gives each thread the same V columns at every
+      // step when the grid's stride is a whole number of rows (the launch sees to it: thread_period);
+      // it is loaded, and every node computed from such operands and literals alone is evaluated, once
+      // per thread before the loop, in the same order of operations as per element.
+      const int64_t nv = cs[D - 1] / V;
+      std::vector<char> invariant(g.values.size(), 0);
+      std::vector<char> inv_operand(k.operands.size(), 0);
+      bool columns = false;  // an invariant operand moves along the columns: the launch's period applies
+      for (size_t o = 0; o < k.operands.size(); ++o) {
+        const KernelOperand& op = k.operands[o];
+        if (op.output) continue;
+        bool inv = D > 1 || op.strides[D - 1] == 0;  // one dimension: only a scalar is the same at every step
+        for (size_t d = 0; inv && d + 1 < D; ++d) inv = op.strides[d] == 0;
+        inv_operand[o] = inv;
+        columns = columns || (inv && op.strides[D - 1] == 1);
+        invariant[op.value] = inv;
+      }
+      for (int v : grp.literals) invariant[v] = 1;
+      bool any_node = false;
+      for (int n : grp.nodes) {
+        const Node& node = g.nodes[n];
+        bool inv = true;
+        for (int v : node.inputs) inv = inv && (v < 0 || invariant[v]);
+        for (int v : node.outputs) invariant[v] = inv;
+        any_node = any_node || inv;
+      }
+      // The invariant values that the per-element part reads (or stores): kept per lane in h<id>[V].
+      std::vector<int> kept;
+      auto keep = [&](int v) {
+        if (v >= 0 && invariant[v] && std::find(kept.begin(), kept.end(), v) == kept.end()) kept.push_back(v);
+      };
+      const bool hoist = any_node || std::count(inv_operand.begin(), inv_operand.end(), 1) > 0;
+      if (hoist) {
+        if (columns) k.thread_period = nv;
+        for (int n : grp.nodes)
+          if (!invariant[g.nodes[n].outputs[0]])
+            for (int v : g.nodes[n].inputs) keep(v);
+        for (const KernelOperand& op : k.operands)
+          if (op.output) keep(op.value);
+        for (int& v : kept) {  // a scalar literal is cheaper to write again than to keep
+          if (std::find(grp.literals.begin(), grp.literals.end(), v) != grp.literals.end()) v = -1;
+        }
+        kept.erase(std::remove(kept.begin(), kept.end(), -1), kept.end());
+        if (columns)
+          os << "    const " << idx_t << " ih = ((" << idx_t << ")blockIdx.x * blockDim.x + threadIdx.x) % " << nv << "u * "
+             << V << "u;  // this thread's columns, the same at every step\n";
+        std::ostringstream pro;
+        for (size_t o = 0; o < k.operands.size(); ++o) {
+          if (!inv_operand[o]) continue;
+          const KernelOperand& op = k.operands[o];
+          if (op.strides[D - 1] == 1) {
+            const std::string vec = "ts_vec<" + std::string(storage_type(op.meta.dtype)) + ", " + std::to_string(V) + ">";
+            const std::string w = index_name('w', static_cast<int64_t>(o));
+            os << "    const " << vec << " " << w << " = *(const " << vec << "*)(p" << o << " + ih);\n";
+            pro << "      const " << c_type(compute_type_of(op.meta.dtype)) << " " << kernel_var(op.value) << " = ts_load(" << w
+                << ".v[j]);\n";
+          } else {
+            pro << load_stmt(g, op.value, o, "0", "      ");
+          }
+        }
+        for (int v : grp.literals) pro << literal_stmt(g, v, "      ");
+        for (int n : grp.nodes)
+          if (invariant[g.nodes[n].outputs[0]]) pro << node_stmt(g, g.nodes[n], "      ");
+        for (int v : kept) {
+          os << "    " << c_type(compute_type_of(g.values[v].meta.dtype)) << " " << index_name('h', v) << "[" << V << "];\n";
+          pro << "      " << index_name('h', v) << "[j] = " << kernel_var(v) << ";\n";
+        }
+        os << "#pragma unroll\n    for (int j = 0; j < " << V << "; ++j) {\n" << pro.str() << "    }\n";
+      }
+      os << "    for (" << idx_t << " t = (" << idx_t << ")blockIdx.x * blockDim.x + threadIdx.x; t < " << k.numel / V
+         << "u; t += (" << idx_t << ")gridDim.x * blockDim.x) {\n";
+      os << "      const " << idx_t << " i = t * " << V << "u;\n" << decompose("      ");
+      std::ostringstream lanes;  // the body of one of the V lanes
+      for (int v : kept) lanes << "        const " << c_type(compute_type_of(g.values[v].meta.dtype)) << " " << kernel_var(v)
+                               << " = " << index_name('h', v) << "[j];\n";
+      for (size_t o = 0; o < k.operands.size(); ++o) {
+        const KernelOperand& op = k.operands[o];
+        const std::string vec = "ts_vec<" + std::string(storage_type(op.meta.dtype)) + ", " + std::to_string(V) + ">";
+        const std::string w = index_name('w', static_cast<int64_t>(o));
+        if (op.output) {
+          os << "      " << vec << " " << w << ";\n";
+        } else if (hoist && inv_operand[o]) {
+          continue;  // loaded before the loop
+        } else if (op.strides[D - 1] == 1) {
+          os << "      const " << vec << " " << w << " = *(const " << vec << "*)(p" << o << " + (" << off[o] << "));\n";
+          lanes << "        const " << c_type(compute_type_of(op.meta.dtype)) << " " << kernel_var(op.value) << " = ts_load("
+                << w << ".v[j]);\n";
+        } else {
+          os << load_stmt(g, op.value, o, off[o], "      ");
+        }
+      }
+      for (int v : grp.literals) lanes << literal_stmt(g, v, "        ");
+      for (int n : grp.nodes)
+        if (!hoist || !invariant[g.nodes[n].outputs[0]]) lanes << node_stmt(g, g.nodes[n], "        ");
+      for (size_t o = 0; o < k.operands.size(); ++o)
+        if (k.operands[o].output)
+          lanes << "        ts_store(&" << index_name('w', static_cast<int64_t>(o)) << ".v[j], " << kernel_var(k.operands[o].value)
+                << ");\n";
+      os << "#pragma unroll\n      for (int j = 0; j < " << V << "; ++j) {\n" << lanes.str() << "      }\n";
+      for (size_t o = 0; o < k.operands.size(); ++o)
+        if (k.operands[o].output) {
+          const std::string vec =
+              "ts_vec<" + std::string(storage_type(k.operands[o].meta.dtype)) + ", " + std::to_string(V) + ">";
+          os << "      *(" << vec << "*)(p" << o << " + (" << off[o] << ")) = " << index_name('w', static_cast<int64_t>(o))
+             << ";\n";
+        }
+      os << "    }\n    return;\n  }\n" << scalar_loop << decompose("    ") << body(off, "    ") << "  }\n}\n";
+    }
   }
   k.function = os.str();
   return k;

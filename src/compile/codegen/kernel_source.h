@@ -11,8 +11,9 @@
 // neighbours that are contiguous in every operand are merged (a contiguous chain is one dimension).
 //   CPU:  tiles of the innermost dimension over OpenMP threads, each tile one `omp simd` loop with
 //         constant strides (the vectorizer's form); int64 indices.
-//   CUDA: one thread per element in a grid-stride loop; 32-bit indices when every operand's span and
-//         the element count are below 2^31, 64-bit otherwise.
+//   CUDA: one thread per element in a grid-stride loop, or per vector of V elements where the
+//         operands allow (Note [Vectorized pointwise kernels] in kernel_source.cpp); 32-bit indices
+//         when every operand's span and the element count are below 2^31, 64-bit otherwise.
 // Each node's value is a local of its compute type (pointwise_expr.h); only the group's outputs are
 // stored. The executor checks at every call that each operand still has the layout the source was
 // made for (KernelOperand::meta), so a kernel never reads through strides it was not made for.
@@ -39,6 +40,10 @@ struct KernelSpec {
   std::vector<int64_t> sizes;       // the canonical iteration space
   int64_t numel = 0;
   bool index64 = false;
+  int vector_width = 1;             // CUDA pointwise: elements per thread and step where aligned
+  // CUDA pointwise with invariant columns (Note [Invariant columns]): the grid's threads must be a
+  // multiple of this many (the vectors of one row) when the kernel strides; 1: no constraint.
+  int64_t thread_period = 1;
   std::vector<KernelOperand> operands;  // the group's outputs, then its inputs (literals are not operands)
   std::string function;             // the kernel's definition, without the preamble
   // A reduction group's kernel (reduction_source.cpp): its rows and their length; on CUDA, the threads

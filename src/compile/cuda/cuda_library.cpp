@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 #include "compile/codegen/kernel_cache.h"
@@ -118,7 +119,7 @@ void* cuda_kernel(const CudaLibrary& lib, const std::string& name) {
   return reinterpret_cast<void*>(k);
 }
 
-void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_index, const char* name) {
+void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_index, const char* name, int64_t period) {
   if (numel <= 0) return;
   static std::vector<int> sms = [] {
     int n = 0;
@@ -129,7 +130,11 @@ void launch_cuda_kernel(void* kernel, int64_t numel, void** args, int device_ind
   }();
   constexpr int64_t kThreads = 256;
   const int64_t max_blocks = int64_t{16} * std::max(1, sms.at(device_index));
-  const int64_t blocks = std::min((numel + kThreads - 1) / kThreads, max_blocks);
+  int64_t blocks = std::min((numel + kThreads - 1) / kThreads, max_blocks);
+  if (period > 1 && blocks * kThreads < numel) {  // the kernel strides: by a whole number of periods
+    const int64_t m = period / std::gcd(period, kThreads);
+    blocks = std::max(m, blocks / m * m);
+  }
   cuda::CurrentDevice dev(device_index);
   TS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), args, 0,
                                  cuda::current_raw_stream(device_index)));

@@ -19,7 +19,7 @@ std::string nvrtc_compile(const std::string&, const std::string&, int) { no_cuda
 int cuda_arch_of(int) { no_cuda(); }
 std::shared_ptr<const CudaLibrary> build_cuda_library(const std::string&, int, int) { no_cuda(); }
 void* cuda_kernel(const CudaLibrary&, const std::string&) { no_cuda(); }
-void launch_cuda_kernel(void*, int64_t, void**, int, const char*) { no_cuda(); }
+void launch_cuda_kernel(void*, int64_t, void**, int, const char*, int64_t) { no_cuda(); }
 void launch_cuda_rows(void*, int64_t, int, int, void**, int, const char*) { no_cuda(); }
 void forget_loaded_cuda_libraries() {}
 
