@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compile/codegen_testing.h"
+#include "compile/decompose.h"
 #include "compile/graph.h"
 #include "compile/passes.h"
 #include "compile/verify.h"
@@ -113,6 +114,35 @@ TEST(Passes, TheJointGraphsRecomputationIsMergedAndTheResultIsEagers) {
   // The forward returns the sum, then the values its backward reads: both products are saved.
   EXPECT_EQ(tc::eliminate_common_subexpressions(g), 0) << "saved values returned as distinct outputs";
   EXPECT_EQ(tc::eliminate_common_subexpressions(g, 1), 1) << "x * y, computed twice in the forward";
+}
+
+// Note [Padded classifier products]: a returned 16-bit product with a ragged column count multiplies
+// by a weight padded with zero rows and returns the first columns of the padded result; on the CPU,
+// where nothing is staged, and where another node reads the product, the graph stays as it is.
+TEST(Passes, AReturnedRaggedClassifierProductIsComputedPaddedOnCuda) {
+  auto graph = [](const char* device, bool read_after) {
+    std::string d = device;
+    std::string t = "graph\n  input %0 : bfloat16[4,768]{768,1}+0@" + d + " arg 0\n  input %1 : bfloat16[1001,768]{768,1}+0@" +
+                    d + " arg 1\n  %2 = linear(%0, %1, _) {} : bfloat16[4,1001]{1001,1}+0@" + d + "\n";
+    if (read_after) t += "  %3 = relu(%2) {} : bfloat16[4,1001]{1001,1}+0@" + d + "\n  output %3\n";
+    else t += "  output %2\n";
+    return tc::parse_graph(t);
+  };
+  tc::Graph g = graph("cuda:0", false);
+  EXPECT_EQ(tc::decompose_for_fusion(g), 1);
+  tc::verify_graph(g);
+  const std::string text = g.to_text();
+  EXPECT_NE(text.find("= cat(%1, "), std::string::npos) << text;
+  EXPECT_NE(text.find(": bfloat16[4,1008]{1008,1}+0@cuda:0"), std::string::npos) << "the padded product\n" << text;
+  const tc::TensorMeta& out = g.values[g.outputs[0]].meta;
+  EXPECT_EQ(out.sizes, (std::vector<int64_t>{4, 1001}));
+  EXPECT_EQ(out.strides, (std::vector<int64_t>{1008, 1})) << "the first 1001 columns of the padded result";
+  for (auto [device, read_after] : {std::pair{"cpu", false}, std::pair{"cuda:0", true}}) {
+    tc::Graph h = graph(device, read_after);
+    const std::string before = h.to_text();
+    tc::decompose_for_fusion(h);
+    EXPECT_EQ(h.to_text(), before) << device << (read_after ? ", read after" : "");
+  }
 }
 
 }  // namespace

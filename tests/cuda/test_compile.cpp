@@ -138,6 +138,24 @@ TEST(CudaCodegen, VectorizedKernelsEqualEagerAlignedOrNot) {
   }
 }
 
+// Note [Padded classifier products]: a returned bfloat16 product with 1001 columns is computed against
+// a weight padded to 1008 rows; the values are eager's, the row stride the padded width.
+TEST(CudaCodegen, ARaggedClassifierProductIsComputedPaddedAndEqualsEager) {
+  TS_REQUIRE_GPU();
+  const ts::Device gpu = ts::Device::cuda();
+  auto classifier = [](const ts::Tensor& x, const ts::Tensor& w) { return ts::nn::functional::linear(x, w); };
+  ts::Tensor w = (ts::randn({1001, 768}, gpu) * 0.05).to(ts::kBFloat16);
+  for (const ts::Shape& shape : {ts::Shape{64, 768}, ts::Shape{2, 37, 768}}) {
+    ts::Tensor x = ts::randn(shape, gpu).to(ts::kBFloat16);
+    auto f = ts::compile(classifier, tessera::testing::codegen_options());
+    f(x, w);
+    ts::Tensor got = f(x, w), want = classifier(x, w);
+    EXPECT_TRUE(close(got, want)) << x.dim() << "-D input";
+    EXPECT_EQ(got.stride(-2), 1008) << x.dim() << "-D input";
+    EXPECT_EQ(got.stride(-1), 1) << x.dim() << "-D input";
+  }
+}
+
 TEST(CudaCodegen, GradientsOfAJointGraphWithKernelsEqualEager) {
   TS_REQUIRE_GPU();
   ts::CompileOptions o;

@@ -299,6 +299,10 @@ std::vector<PoolCase> pool_cases() {
       {1, 4, 10, 11, {2, 3}, {3, 2}, {1, 1}, {2, 2}, true},  // dilation, ceil_mode
       {3, 2, 4, 4, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  // disjoint windows
       {1, 9, 1, 1, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},  // single pixel planes
+      // Whole 16-byte vectors of channels in every dtype: channels-last takes V channels per thread
+      // (Note [Channels-last max pooling]).
+      {2, 16, 9, 8, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {1, 24, 10, 11, {2, 3}, {3, 2}, {1, 1}, {2, 2}, true},
   };
 }
 
@@ -343,19 +347,21 @@ TEST(CudaPool, MaxPoolMatchesCpuWithIndices) {
 TEST(CudaPool, MaxPoolNaNWinsAndInfinities) {
   TS_REQUIRE_GPU();
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  for (ts::DType dt : float_dtypes())
-    for (bool cl : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + (cl ? " channels_last" : " nchw"));
-      ts::Tensor x = test_data({1, 2, 6, 6}, dt, 32);
-      x.select(2, 1).select(2, 1).fill_(nan);
-      x.select(2, 1).select(2, 2).fill_(nan);  // two NaNs in one window
-      x.select(2, 4).fill_(-inf);
-      x.select(2, 5).fill_(-inf);
-      auto [want, want_idx] = ts::max_pool2d_with_indices(x, 2, 2, 0, 1, false);
-      auto [got, got_idx] = ts::max_pool2d_with_indices(gpu(x, cl), 2, 2, 0, 1, false);
-      EXPECT_TRUE(all_close_scaled(got.cpu(), want, {0, 0}));
-      EXPECT_TRUE(all_close_scaled(got_idx.cpu(), want_idx, {0, 0}));
-    }
+  for (int64_t channels : {2, 16}) {
+    for (ts::DType dt : float_dtypes())
+      for (bool cl : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (cl ? " channels_last " : " nchw ") + std::to_string(channels));
+        ts::Tensor x = test_data({1, channels, 6, 6}, dt, 32);
+        x.select(2, 1).select(2, 1).fill_(nan);
+        x.select(2, 1).select(2, 2).fill_(nan);  // two NaNs in one window
+        x.select(2, 4).fill_(-inf);
+        x.select(2, 5).fill_(-inf);
+        auto [want, want_idx] = ts::max_pool2d_with_indices(x, 2, 2, 0, 1, false);
+        auto [got, got_idx] = ts::max_pool2d_with_indices(gpu(x, cl), 2, 2, 0, 1, false);
+        EXPECT_TRUE(all_close_scaled(got.cpu(), want, {0, 0}));
+        EXPECT_TRUE(all_close_scaled(got_idx.cpu(), want_idx, {0, 0}));
+      }
+  }
 }
 
 TEST(CudaPool, AvgPoolMatchesCpu) {

@@ -6,6 +6,8 @@
 // strided views are read in place, without copies. One thread computes one element of the tensor it
 // writes, visiting elements in that tensor's memory order (NCHW, or channels-last with C innermost,
 // whichever the result is), so that writes coalesce and, for inputs in the same order, reads too.
+// Channels-last max pooling with whole 16-byte vectors of channels takes V channels per thread (Note
+// [Channels-last max pooling]).
 //
 // Semantics are the CPU kernels' (kernels/cpu/pool.cpp), element for element:
 //  - max: taps in (kh, kw) order, `v > max || v is NaN` takes the tap (NaN wins; the last NaN's index),
@@ -123,6 +125,80 @@ static __global__ void max_pool_kernel(const T* __restrict__ x, T* __restrict__ 
     out[offset(p.ys, q.n, q.c, q.h, q.w)] = convert<T>(m);
     idx[offset(p.is, q.n, q.c, q.h, q.w)] = best;
   }
+}
+
+// Note [Channels-last max pooling]: where the input, the output and the indices are channels-last with
+// unit channel strides, C and every other stride a multiple of V = 16 bytes / sizeof(T), and the base
+// pointers aligned to a vector, a thread takes V neighbouring channels of one output position: each
+// tap is one 16-byte load, the V outputs one store and the V indices four. The taps, the NaN rule and
+// the indices are max_pool_kernel's, per channel. ResNet-50's stem pool at batch 256 in bfloat16: the
+// per-element kernel took 1.14 ms on an H200 (PyTorch's 0.83 ms).
+template <class T, int V>
+struct alignas(sizeof(T) * V) PoolVec {
+  T v[V];
+};
+
+template <class T, class I, int V>
+static __global__ void max_pool_cl_vec_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t* __restrict__ idx,
+                                              PoolParams<I> p, int64_t vectors) {
+  using A = dacc_t<T>;
+  const I cv = p.C / V;
+  TS_GRID_STRIDE_LOOP(li, vectors) {
+    I i = static_cast<I>(li);
+    const I c0 = (i % cv) * V;
+    i /= cv;
+    const I ow = i % p.OW;
+    i /= p.OW;
+    const I oh = i % p.OH, n = i / p.OH;
+    const I h_start = oh * p.sh - p.ph, w_start = ow * p.sw - p.pw;
+    A m[V];
+    int64_t best[V];
+    const int64_t first = int64_t(first_nonnegative(h_start, p.dh)) * p.W + first_nonnegative(w_start, p.dw);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      m[j] = -static_cast<A>(INFINITY);
+      best[j] = first;
+    }
+    const T* xp = x + n * p.xs[0] + c0;
+    for (I kh = 0; kh < p.kh; ++kh) {
+      const I ih = h_start + kh * p.dh;
+      if (ih < 0 || ih >= p.H) continue;
+      for (I kw = 0; kw < p.kw; ++kw) {
+        const I iw = w_start + kw * p.dw;
+        if (iw < 0 || iw >= p.W) continue;
+        const PoolVec<T, V> t = *reinterpret_cast<const PoolVec<T, V>*>(xp + ih * p.xs[2] + iw * p.xs[3]);
+        const int64_t pos = int64_t(ih) * p.W + iw;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const A v = convert<A>(t.v[j]);
+          if (v > m[j] || v != v) {
+            m[j] = v;
+            best[j] = pos;
+          }
+        }
+      }
+    }
+    PoolVec<T, V> o;
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.v[j] = convert<T>(m[j]);
+    *reinterpret_cast<PoolVec<T, V>*>(out + n * p.ys[0] + oh * p.ys[2] + ow * p.ys[3] + c0) = o;
+    int64_t* ip = idx + n * p.is[0] + oh * p.is[2] + ow * p.is[3] + c0;
+#pragma unroll
+    for (int j = 0; j < V; j += 2) *reinterpret_cast<longlong2*>(ip + j) = make_longlong2(best[j], best[j + 1]);
+  }
+}
+
+// Whether max pooling takes max_pool_cl_vec_kernel with V channels per thread.
+bool max_pool_vectorizes(const Tensor& out, const Tensor& indices, const Tensor& x, int64_t V) {
+  const int64_t C = x.size(1);
+  if (C % V != 0 || x.stride(1) != 1 || out.stride(1) != 1 || indices.stride(1) != 1) return false;
+  for (const Tensor* t : {&out, &indices, &x})
+    for (int d : {0, 2, 3})
+      if (t->size(d) > 1 && t->stride(d) % V != 0) return false;
+  auto aligned = [](const Tensor& t, int64_t bytes) {
+    return reinterpret_cast<uintptr_t>(t.data_ptr()) % static_cast<uintptr_t>(bytes) == 0;
+  };
+  return aligned(x, V * x.element_size()) && aligned(out, V * out.element_size()) && aligned(indices, 16);
 }
 
 // Scatters grad into acc (x-side strides) at the indices; Acc is the accumulation type.
@@ -355,6 +431,15 @@ void max_pool2d_cuda(const Tensor& out, const Tensor& indices, const Tensor& x, 
   dispatch_device_dtype<DTypeSet::Floating>(x.dtype(), "max_pool2d", [&]<class T>(TypeTag<T>) {
     with_index_type(fits_int32({&out, &indices, &x}, g), [&]<class I>(TypeTag<I>) {
       const PoolParams<I> p = make_params<I>(x, out, &indices, g, cl);
+      constexpr int V = 16 / sizeof(T) < 2 ? 2 : static_cast<int>(16 / sizeof(T));
+      if (cl && max_pool_vectorizes(out, indices, x, V)) {
+        const int64_t vectors = total / V;
+        max_pool_cl_vec_kernel<T, I, V><<<grid_for(vectors, kThreads), kThreads, 0, stream_of(out)>>>(
+            static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), indices.data_ptr<int64_t>(), p,
+            vectors);
+        check_launch("max_pool2d", "max_pool_cl_vec_kernel");
+        return;
+      }
       max_pool_kernel<T, I><<<grid_for(total, kThreads), kThreads, 0, stream_of(out)>>>(
           static_cast<const T*>(x.data_ptr()), static_cast<T*>(out.data_ptr()), indices.data_ptr<int64_t>(), p, total);
       check_launch("max_pool2d", "max_pool_kernel");
