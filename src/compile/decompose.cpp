@@ -287,7 +287,9 @@ Decomposition fold_conv_bn(const Node& conv, const Node& bn) {
 // the compiled graph instead multiplies by the weight padded with zero rows to a whole number of
 // 16-byte vectors and returns the first N columns of the padded result: the same values, in a row
 // stride of the padded width (Inductor's padded matmul outputs do the same), and no copy. On CUDA only,
-// and where the product does enough work per byte for the staging to have been taken (K >= 512).
+// and where the product does enough work per byte for the staging to have been taken (K >= 512). The
+// result is not contiguous: flattening it with view() raises as for any such tensor; reshape() and
+// contiguous() make the copy that this skips.
 std::optional<int64_t> padded_columns(const Graph& g, const Node& n, const std::vector<std::vector<int>>& users,
                                       const std::vector<char>& is_output) {
   if (n.op != OpId::linear || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs[1] < 0) return std::nullopt;
