@@ -65,10 +65,13 @@ struct LaunchEnv {
   std::string master_addr;   // torchrun's rendezvous (empty when not set)
   int master_port = 0;
   std::string launcher;      // "mpirun", "srun", "torchrun" or "none"
+  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent hosts the store
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
 };
 // Reads, in this order: OpenMPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}; torchrun's
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE; Slurm's SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID;
-// MASTER_ADDR / MASTER_PORT wherever they are set. ValueError for a malformed or inconsistent value
+// MASTER_ADDR / MASTER_PORT and torchrun's TORCHELASTIC_USE_AGENT_STORE / TORCHELASTIC_RESTART_COUNT
+// wherever they are set. ValueError for a malformed or inconsistent value
 // (a rank outside [0, world size)).
 LaunchEnv read_launch_env();
 

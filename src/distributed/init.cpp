@@ -88,7 +88,14 @@ void init_process_group(const std::string& backend, InitOptions options) {
   TS_CHECK(options.timeout.count() > 0, ValueError, "init_process_group: the timeout must be positive, got ",
            options.timeout.count(), " ms");
   if (backend == "mpi") {
-    detail::set_default_group(detail::make_mpi_group(options));
+    auto group = detail::make_mpi_group(options);
+    // torchrun starts each rank alone: MPI then sees a world of one, which would silently train W
+    // separate models.
+    const LaunchEnv env = read_launch_env();
+    TS_CHECK(env.launcher != "torchrun" || env.world_size == group->size(), ValueError,
+             "init_process_group('mpi'): torchrun's WORLD_SIZE is ", env.world_size, ", but MPI sees ", group->size(),
+             " process(es): the mpi backend needs mpirun or srun to start the ranks; under torchrun use 'nccl'");
+    detail::set_default_group(std::move(group));
   } else if (backend == "nccl") {
     detail::set_default_group(detail::make_nccl_group(options, read_launch_env()));
   } else {

@@ -71,6 +71,8 @@ LaunchEnv read_launch_env() {
     TS_CHECK(*p > 0 && *p < 65536, ValueError, "read_launch_env: MASTER_PORT=", *p, " is not a TCP port");
     env.master_port = static_cast<int>(*p);
   }
+  if (const char* a = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) env.agent_store = std::string(a) == "True";
+  if (auto c = env_int("TORCHELASTIC_RESTART_COUNT")) env.restart_count = static_cast<int>(*c);
   return env;
 }
 

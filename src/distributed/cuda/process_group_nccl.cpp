@@ -19,21 +19,24 @@
 // job ends (MPI_Abort under MPI, else exit status 1), as PyTorch's watchdog tears the process down: the
 // streams of an aborted communicator hold values nothing may use. Never a silent hang.
 //
-// Note [NCCL unique id]: ranks meet through ncclGetUniqueId on rank 0, which reaches the others by
-// MPI_Bcast on MPI_COMM_WORLD (under mpirun or srun; the launcher's variables or MPI give rank, size and
-// local rank). A process started alone (world size 1, no launcher) needs no MPI. torchrun's TCP
-// rendezvous at MASTER_ADDR:MASTER_PORT for several ranks is not implemented: it raises, saying so.
+// Note [NCCL unique id]: ranks meet through ncclGetUniqueId on rank 0, whose 128 bytes reach the
+// others by MPI_Bcast on MPI_COMM_WORLD under mpirun or srun (MPI gives rank, size and local rank), or
+// through the TCP rendezvous at MASTER_ADDR:MASTER_PORT under torchrun's variables (they give rank,
+// size and local rank; Note [TCP rendezvous] in src/distributed/rendezvous.cpp), which needs no MPI.
+// A world of one process needs neither.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 #include <nccl.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <cstdio>
 #include <list>
 #include <mutex>
 #include <thread>
 
 #include "distributed/default_group.h"
+#include "distributed/rendezvous.h"
 #include "runtime/cuda/cuda_check.h"
 #include "tessera/cuda.h"
 #include "tessera/functions.h"
@@ -279,13 +282,20 @@ std::unique_ptr<ProcessGroup> make_nccl_group(const InitOptions& options, const 
   TS_CUDA_CHECK(cudaGetDeviceCount(&device_count));
   TS_CHECK(device_count > 0, distributed::DistributedError, "init_process_group: the nccl backend needs a GPU, found none");
   int rank = env.rank, size = env.world_size, local_rank = env.local_rank;
-  const bool alone = size == 1 && env.launcher == "none";
-  TS_CHECK(alone || env.launcher != "torchrun", NotImplementedError,
-           "init_process_group('nccl'): torchrun's rendezvous at MASTER_ADDR:MASTER_PORT is not implemented for ",
-           size, " ranks; launch with mpirun or srun (the unique id travels by MPI_Bcast), or run one process");
   ncclUniqueId id;
-  if (alone) {
+  if (size == 1) {
     nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  } else if (env.launcher == "torchrun") {
+    std::vector<uint8_t> bytes(sizeof(id));
+    if (rank == 0) {
+      nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      std::memcpy(bytes.data(), &id, sizeof(id));
+    }
+    bytes = tcp_rendezvous_broadcast(env, "nccl_unique_id", "init_process_group('nccl'): the NCCL unique id", std::move(bytes),
+                                     options.timeout);
+    TS_CHECK(bytes.size() == sizeof(id), distributed::DistributedError, "init_process_group('nccl'): rank 0 sent a ",
+             bytes.size(), "-byte unique id, expected ", sizeof(id));
+    std::memcpy(&id, bytes.data(), sizeof(id));
   } else {
     ensure_mpi_initialized();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
