@@ -2,18 +2,21 @@
 # The GPU suite, for whoever changes GPU code (DESIGN.md "Testing"): builds with the cuda preset for the
 # local GPU, runs the `gpu`-labelled tests, optionally under compute-sanitizer with the allocator's cache
 # bypassed, and the benchmarks. Logs and results go to OUT (default build/gpu-suite).
-#   scripts/gpu_suite.sh [--no-build] [--no-tests] [--sanitize] [--bench] [--models] [--tests REGEX]
+#   scripts/gpu_suite.sh [--no-build] [--no-tests] [--sanitize] [--bench] [--models] [--distributed] [--tests REGEX]
 # The unit tests run one executable per process (several at once); the GPU conformance cases run in one
 # process after the oracle (as ctest entries, one process per case, they take minutes longer).
 # --bench: the CUDA micro-benchmarks, the CUDA graph benchmarks and, where FASHION_MNIST names the
 # Fashion-MNIST directory, the bf16-autocast accuracy row. --models: the model benchmarks
 # (bench/run_models.py: GPT-2 124M, ResNet-50, MLP, attention, with torch.compile and the loss parity).
+# --distributed: the nccl backend at world size 1, the TCPStore against torch's and torchrun; with two
+# GPUs or more, the Collectives and DDP tests on 2 ranks over nccl, started by mpirun and by torchrun;
+# then DDP's overhead at world size 1 (bench/run_ddp.py). NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-suite}
 mkdir -p "$OUT"
 export OUT
-build=1 tests=1 sanitize=0 bench=0 models=0 filter=""
+build=1 tests=1 sanitize=0 bench=0 models=0 distributed=0 filter=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
@@ -21,6 +24,7 @@ while [ $# -gt 0 ]; do
     --sanitize) sanitize=1 ;;
     --bench) bench=1 ;;
     --models) models=1 ;;
+    --distributed) distributed=1 ;;
     --tests) shift; filter="$1" ;;
     *) echo "gpu_suite.sh: unknown option $1"; exit 2 ;;
   esac
@@ -61,6 +65,37 @@ if [ $tests = 1 ]; then
       build/tests/conformance/test_conformance_torch --gtest_filter='ConformanceCuda*' >> "$OUT/conformance.log" 2>&1 || rc=1
     grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test" "$OUT/conformance.log"
   fi
+fi
+if [ $distributed = 1 ]; then
+  echo "==> distributed (nccl)"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  ctest --test-dir build -R "distributed_nccl|distributed_tcp_store" --output-on-failure > "$OUT/distributed.log" 2>&1 || rc=1
+  grep -E "tests passed|tests failed|ok  |FAIL|skipped" "$OUT/distributed.log"
+  ngpu=$(nvidia-smi -L | wc -l)
+  if [ "$ngpu" -ge 2 ]; then
+    d=build/tests/distributed
+    coll="--gtest_filter=Collectives.*Every*:Collectives.*Root*:Collectives.*List*:Collectives.*Async*:Collectives.*Ring*"
+    mpi="mpirun --oversubscribe -np 2 -x TESSERA_TEST_BACKEND=nccl -x NCCL_NVLS_ENABLE=0"
+    torchrun="$TESSERA_PYTHON -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 --master_port 29533"
+    for launch in mpi torchrun; do
+      for t in "test_distributed_collectives $coll" "test_distributed_ddp"; do
+        log="$OUT/nccl2-$launch-${t%% *}.log"
+        if [ $launch = mpi ]; then
+          OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 $mpi $d/$t > "$log" 2>&1
+        else
+          TESSERA_TEST_BACKEND=nccl timeout 300 $torchrun $d/$t > "$log" 2>&1
+        fi
+        r=$?
+        echo "2 ranks over nccl, $launch, ${t%% *}: rc $r $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+ test' "$log" | tr '\n' ' ')"
+        [ $r = 0 ] || rc=1
+      done
+    done
+  else
+    echo "one GPU: the 2-rank nccl runs need two (nvidia-h200-x2)"
+  fi
+  "$TESSERA_PYTHON" bench/run_ddp.py --python "$TESSERA_PYTHON" > "$OUT/ddp-bench.log" 2>&1 || rc=1
+  tail -4 "$OUT/ddp-bench.log"
+  cp bench/results/ddp-cuda.json "$OUT/" 2>/dev/null
 fi
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer (${SANITIZE_TOOLS:-memcheck racecheck}; TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"

@@ -3,9 +3,14 @@
 // odd sizes; the async handles; point to point; the checks (wrong device, layout, sizes, dtypes, a
 // second init); the launch environment; a mismatch between ranks raises on every rank. The last test
 // aborts the group (the job then ends non-zero by design), so it runs alone, as its own ctest entry.
+// With TESSERA_TEST_BACKEND=nccl the Collectives tests that move data run on the NCCL backend, one GPU
+// per rank, every tensor on the rank's GPU (the GPU suite's multi-GPU step; filter Collectives.*Every*,
+// *Root*, *List*, *Async*, *Ring*).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tessera/distributed.h"
@@ -15,6 +20,8 @@ namespace ts = tessera;
 namespace dist = tessera::distributed;
 
 namespace {
+
+ts::Device g_dev = ts::Device::cpu();  // the rank's device: the CPU for mpi, its GPU for nccl
 
 // Rank r's value at element i: small integers, exact in every dtype (bool: a pattern).
 double value(ts::DType dt, int r, int64_t i) {
@@ -26,7 +33,7 @@ double value(ts::DType dt, int r, int64_t i) {
 ts::Tensor rank_tensor(ts::DType dt, int r, int64_t n) {
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = value(dt, r, i);
-  return ts::tensor(v, {n}).to(dt);
+  return ts::tensor(v, {n}).to(dt).to(g_dev);
 }
 
 const ts::DType kAll[] = {ts::kBool, ts::kUInt8, ts::kInt8, ts::kInt32, ts::kInt64,
@@ -48,7 +55,7 @@ double reduce(ts::DType dt, dist::ReduceOp op, int world, int64_t i) {
 
 void expect_values(const ts::Tensor& got, const std::vector<double>& want, const std::string& what) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
-  std::vector<double> g = got.tolist<double>();
+  std::vector<double> g = got.cpu().tolist<double>();
   // Avg of small integers divided by 2 is exact in every floating dtype; so is everything else here.
   for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(g[i], want[i]) << what << " at element " << i;
 }
@@ -91,14 +98,14 @@ TEST(Collectives, AllGatherTensorAndList) {
   const int world = dist::get_world_size(), rank = dist::get_rank();
   for (ts::DType dt : kAll) {
     const int64_t n = 7;
-    ts::Tensor out = ts::empty({world * n}, dt);
+    ts::Tensor out = ts::empty({world * n}, ts::TensorOptions(dt, g_dev));
     dist::all_gather_into_tensor(out, rank_tensor(dt, rank, n));
     std::vector<double> want;
     for (int r = 0; r < world; ++r)
       for (int64_t i = 0; i < n; ++i) want.push_back(value(dt, r, i));
     expect_values(out, want, std::string("all_gather ") + ts::dtype_name(dt));
     std::vector<ts::Tensor> outs;
-    for (int r = 0; r < world; ++r) outs.push_back(ts::empty({n}, dt));
+    for (int r = 0; r < world; ++r) outs.push_back(ts::empty({n}, ts::TensorOptions(dt, g_dev)));
     dist::all_gather(outs, rank_tensor(dt, rank, n));
     for (int r = 0; r < world; ++r) {
       std::vector<double> w(want.begin() + r * n, want.begin() + (r + 1) * n);
@@ -113,7 +120,7 @@ TEST(Collectives, ReduceScatterEveryDtype) {
     for (dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Max, dist::ReduceOp::Min, dist::ReduceOp::Avg}) {
       if (op == dist::ReduceOp::Avg && !ts::is_floating_point(dt)) continue;
       const int64_t chunk = 13;
-      ts::Tensor out = ts::empty({chunk}, dt);
+      ts::Tensor out = ts::empty({chunk}, ts::TensorOptions(dt, g_dev));
       dist::reduce_scatter_tensor(out, rank_tensor(dt, rank, chunk * world), op);
       std::vector<double> want(chunk);
       for (int64_t i = 0; i < chunk; ++i) want[i] = reduce(dt, op, world, rank * chunk + i);
@@ -127,14 +134,14 @@ TEST(Collectives, AsyncWorkHandles) {
   std::vector<ts::Tensor> ts_;
   std::vector<dist::WorkPtr> works;
   for (int k = 0; k < 8; ++k) {
-    ts_.push_back(ts::full({257}, static_cast<double>(k + 1), ts::kFloat64));
+    ts_.push_back(ts::full({257}, static_cast<double>(k + 1), ts::kFloat64).to(g_dev));
     works.push_back(dist::all_reduce(ts_.back(), dist::ReduceOp::Sum, /*async_op=*/true));
   }
   for (int k = 7; k >= 0; --k) {  // waited in any order; they complete in issue order
     works[k]->wait();
     EXPECT_TRUE(works[k]->is_completed());
     EXPECT_TRUE(works[k]->is_success());
-    EXPECT_EQ(ts_[k].tolist<double>()[256], static_cast<double>((k + 1) * world));
+    EXPECT_EQ(ts_[k].cpu().tolist<double>()[256], static_cast<double>((k + 1) * world));
   }
   dist::barrier();
 }
@@ -144,7 +151,7 @@ TEST(Collectives, SendRecvRing) {
   if (world < 2) GTEST_SKIP() << "needs 2 ranks";
   for (ts::DType dt : kAll) {
     ts::Tensor out = rank_tensor(dt, rank, 9);
-    ts::Tensor in = ts::empty({9}, dt);
+    ts::Tensor in = ts::empty({9}, ts::TensorOptions(dt, g_dev));
     const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
     dist::WorkPtr s = dist::isend(out, next, 3);
     dist::WorkPtr r = dist::irecv(in, prev, 3);
@@ -257,7 +264,10 @@ TEST(CollectivesMismatch, SizesDisagreeAcrossRanks) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::init_process_group("mpi", {.timeout = std::chrono::seconds(60)});
+  const char* b = std::getenv("TESSERA_TEST_BACKEND");
+  const std::string backend = b && *b ? b : "mpi";
+  dist::init_process_group(backend, {.timeout = std::chrono::seconds(60)});
+  g_dev = dist::default_group().device();
   // Every rank runs every test and prints its report; a failure on any rank fails mpirun.
   return RUN_ALL_TESTS();
 }

@@ -1,5 +1,7 @@
 // DistributedDataParallel on 2 ranks (mpirun, the MPI backend, CPU): training equals single-process
-// training on the combined batch, which every rank also runs locally as the reference.
+// training on the combined batch, which every rank also runs locally as the reference. The same tests
+// run on GPUs with TESSERA_TEST_BACKEND=nccl (one GPU per rank, under mpirun or torchrun: the GPU
+// suite's multi-GPU step), every tensor then on the rank's GPU.
 //
 // Bitwise in float64: the model is linear in its parameters, weights are multiples of 1/4, inputs and
 // targets small integers, the batch sizes and the learning rate powers of two, so every value of the
@@ -9,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,11 +29,12 @@ namespace F = tessera::nn::functional;
 namespace {
 
 constexpr int64_t kPerRank = 4;
+ts::Device g_dev = ts::Device::cpu();  // the rank's device: the CPU for mpi, its GPU for nccl
 
 // y = (fc1(x) + fc2(x)) * scale: linear in every parameter; `scale` is a buffer.
 struct LinearNet : ts::nn::Module {
   ts::nn::Linear fc1{6, 4}, fc2{6, 4};
-  ts::Tensor scale = ts::ones({4}, ts::kFloat64);
+  ts::Tensor scale = ts::ones({4}, ts::kFloat64);  // moved with the module
   LinearNet() {
     register_modules({{"fc1", fc1}, {"fc2", fc2}});
     register_buffer("scale", scale);
@@ -41,12 +46,13 @@ struct LinearNet : ts::nn::Module {
 void dyadic_init(ts::nn::Module& m, uint64_t seed) {
   ts::Generator gen(seed);
   ts::NoGradGuard no_grad;
-  for (auto& p : m.parameters()) p.copy_((ts::randn(p.sizes(), ts::kFloat64, &gen) * 4).round() / 4);
+  for (auto& p : m.parameters()) p.copy_(((ts::randn(p.sizes(), ts::kFloat64, &gen) * 4).round() / 4).to(p.device()));
 }
 
 LinearNet make_linear(uint64_t seed = 1) {
   LinearNet net;
   net.to(ts::kFloat64);
+  net.to(g_dev);
   dyadic_init(net, seed);
   return net;
 }
@@ -61,6 +67,8 @@ Batch integer_batch(int step, int world) {
   Batch b;
   b.x = ts::randint(-2, 3, {kPerRank * world, 6}, ts::kFloat64, &gen);
   b.y = ts::randint(-3, 4, {kPerRank * world, 4}, ts::kFloat64, &gen);
+  b.x = b.x.to(g_dev);
+  b.y = b.y.to(g_dev);
   return b;
 }
 
@@ -186,13 +194,16 @@ TEST(DDP, EqualsSingleProcessFloat32WithAdamWithinTolerance) {
   Mlp net;
   ts::manual_seed(7);
   Mlp ref;
+  net.to(g_dev);
+  ref.to(g_dev);
   ts::nn::DistributedDataParallel ddp(net, {.bucket_cap_mb = 1e-4, .first_bucket_cap_mb = 1e-4});
   EXPECT_EQ(ddp.num_buckets(), 3u);
   ts::optim::Adam opt(ddp.parameters(), {.lr = 1e-2});
   ts::optim::Adam ref_opt(ref.parameters(), {.lr = 1e-2});
   for (int step = 0; step < 5; ++step) {
     ts::Generator gen(200 + step);
-    ts::Tensor x = ts::randn({kPerRank * world, 8}, {}, &gen), y = ts::randn({kPerRank * world, 4}, {}, &gen);
+    ts::Tensor x = ts::randn({kPerRank * world, 8}, {}, &gen).to(g_dev);
+    ts::Tensor y = ts::randn({kPerRank * world, 4}, {}, &gen).to(g_dev);
     opt.zero_grad();
     F::mse_loss(ddp(x.narrow(0, rank * kPerRank, kPerRank)), y.narrow(0, rank * kPerRank, kPerRank)).backward();
     opt.step();
@@ -213,6 +224,7 @@ TEST(DDP, UnusedParametersRaiseNamingThem) {
   const int world = dist::get_world_size(), rank = dist::get_rank();
   WithUnused net;
   net.to(ts::kFloat64);
+  net.to(g_dev);
   ts::nn::DistributedDataParallel ddp(net);
   Batch b = integer_batch(0, world);
   try {
@@ -226,9 +238,9 @@ TEST(DDP, UnusedParametersRaiseNamingThem) {
     EXPECT_EQ(msg.find("fc1.weight"), std::string::npos) << msg;
   }
   // The ranks are still in step: the next iteration's collectives match.
-  ts::Tensor t = ts::ones({3});
+  ts::Tensor t = ts::ones({3}).to(g_dev);
   dist::all_reduce(t);
-  EXPECT_TRUE(ts::equal(t, ts::full({3}, static_cast<double>(world))));
+  EXPECT_TRUE(ts::equal(t.cpu(), ts::full({3}, static_cast<double>(world))));
 }
 
 TEST(DDP, FindUnusedParametersTrainsAndLeavesTheirGradUndefined) {
@@ -236,6 +248,8 @@ TEST(DDP, FindUnusedParametersTrainsAndLeavesTheirGradUndefined) {
   WithUnused net, ref;
   net.to(ts::kFloat64);
   ref.to(ts::kFloat64);
+  net.to(g_dev);
+  ref.to(g_dev);
   dyadic_init(net, 3);
   dyadic_init(ref, 3);
   ts::nn::DistributedDataParallel ddp(net, {.find_unused_parameters = true});
@@ -268,6 +282,7 @@ TEST(DDP, FindUnusedParametersAveragesAParameterUsedOnAnotherRank) {
   if (world != 2) GTEST_SKIP() << "written for 2 ranks";
   UsedOnRankOne net;
   net.to(ts::kFloat64);
+  net.to(g_dev);
   dyadic_init(net, 4);
   ts::nn::DistributedDataParallel ddp(net, {.find_unused_parameters = true});
   Batch b = integer_batch(30, world);
@@ -288,14 +303,14 @@ TEST(DDP, BroadcastsParametersAndBuffersFromRankZero) {
   }
   ts::nn::DistributedDataParallel ddp(net);
   expect_params_equal(net, rank0, /*bitwise=*/true);
-  EXPECT_TRUE(ts::equal(net.scale, ts::full({4}, 2.0, ts::kFloat64)));
+  EXPECT_TRUE(ts::equal(net.scale.cpu(), ts::full({4}, 2.0, ts::kFloat64)));
   // Each forward broadcasts the buffers again.
   {
     ts::NoGradGuard g;
     if (rank == 1) net.scale.fill_(5.0);
   }
-  ddp(ts::zeros({2, 6}, ts::kFloat64));
-  EXPECT_TRUE(ts::equal(net.scale, ts::full({4}, 2.0, ts::kFloat64)));
+  ddp(ts::zeros({2, 6}, ts::kFloat64).to(g_dev));
+  EXPECT_TRUE(ts::equal(net.scale.cpu(), ts::full({4}, 2.0, ts::kFloat64)));
   // The state_dict names are PyTorch's.
   EXPECT_TRUE(ddp.state_dict().count("module.fc1.weight"));
   EXPECT_TRUE(ddp.state_dict().count("module.scale"));
@@ -309,8 +324,8 @@ TEST(DDP, BroadcastBuffersOffLeavesThemPerRank) {
     ts::NoGradGuard g;
     net.scale.fill_(1.0 + rank);
   }
-  ddp(ts::zeros({2, 6}, ts::kFloat64));
-  EXPECT_TRUE(ts::equal(net.scale, ts::full({4}, 1.0 + rank, ts::kFloat64)));
+  ddp(ts::zeros({2, 6}, ts::kFloat64).to(g_dev));
+  EXPECT_TRUE(ts::equal(net.scale.cpu(), ts::full({4}, 1.0 + rank, ts::kFloat64)));
 }
 
 struct TwoBig : ts::nn::Module {
@@ -321,6 +336,7 @@ struct TwoBig : ts::nn::Module {
 
 TEST(DDP, BucketsFollowTheCapsInReverseOrder) {
   TwoBig net;
+  net.to(g_dev);
   ts::nn::DistributedDataParallel ddp(net);
   // The first bucket closes at 1 MiB (fc2.bias then fc2.weight reach it), the second holds the rest.
   ASSERT_EQ(ddp.num_buckets(), 2u);
@@ -369,7 +385,7 @@ TEST(DDP, ConvertingTheModuleAfterWrappingRaises) {
   LinearNet net = make_linear();
   ts::nn::DistributedDataParallel ddp(net);
   net.to(ts::kFloat32);
-  Batch b = integer_batch(0, world);
+  Batch b = integer_batch(0, world);  // float64 inputs into a float32 module
   EXPECT_THROW(F::mse_loss(ddp(b.part(b.x, rank).to(ts::kFloat32)), b.part(b.y, rank).to(ts::kFloat32)).backward(),
                dist::DistributedError);
 }
@@ -382,7 +398,12 @@ TEST(DDP, QueueCallbackOutsideBackwardRaises) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::init_process_group("mpi", {.timeout = std::chrono::seconds(60)});
+  const char* b = std::getenv("TESSERA_TEST_BACKEND");
+  const std::string backend = b && *b ? b : "mpi";
+  dist::init_process_group(backend, {.timeout = std::chrono::seconds(60)});
+  g_dev = dist::default_group().device();
+  std::printf("backend %s, rank %d of %d, device %s\n", backend.c_str(), dist::get_rank(), dist::get_world_size(),
+              g_dev.str().c_str());
   const int rc = RUN_ALL_TESTS();
   dist::destroy_process_group();
   return rc;
