@@ -332,4 +332,56 @@ TEST(ReductionKernels, EveryReductionKernelsCudaTwinCompilesWithNvrtcForSm90) {
   EXPECT_GT(block, 0);
 }
 
+// Note [Persistent rows]: a CUDA row that splits into whole chunks of V elements per thread is read
+// from global memory once; every other shape or layout keeps the strided loop only.
+TEST(ReductionKernels, CudaRowsThatSplitIntoChunksAreReadOnce) {
+  struct Case { const char* what; ts::Tensor x; int threads, vector, chunks; };
+  const std::vector<Case> cases = {
+      {"1024 floats, a warp", ts::randn({16, 1024}), 32, 4, 8},
+      {"768 bfloat16, a warp", ts::randn({8, 768}).to(ts::kBFloat16), 32, 8, 3},
+      {"768 floats, a warp", ts::randn({8, 768}), 32, 4, 6},
+      {"4096 floats, a block", ts::randn({4, 4096}), 256, 4, 4},
+      {"32 doubles, one per lane", ts::randn({6, 32}).to(ts::kFloat64), 32, 1, 1},
+      {"1000 floats: no whole chunks", ts::randn({8, 1000}), 32, 0, 0},
+      {"40960 floats, a block of 1024", ts::randn({32, 40960}), 1024, 4, 10},
+      {"81920 floats: too many registers", ts::randn({32, 81920}), 1024, 0, 0},
+  };
+  auto body = [](const ts::Tensor& x) { return ts::softmax(x * 0.5, -1); };
+  for (const Case& c : cases) {
+    const Planned p = plan_of(body, c.x);
+    const tc::FusionPlan plan = tc::plan_fusion(p.graph);
+    ASSERT_EQ(plan.groups.size(), 1u) << c.what;
+    const tc::KernelSpec spec = tc::make_kernel_spec(p.graph, plan.groups[0], tc::KernelTarget::Cuda, 0);
+    EXPECT_EQ(spec.row_threads, c.threads) << c.what;
+    EXPECT_EQ(spec.persistent_vector, c.vector) << c.what << "\n" << spec.function;
+    EXPECT_EQ(spec.persistent_chunks, c.chunks) << c.what;
+    EXPECT_EQ(spec.function.find("Note [Persistent rows]") != std::string::npos, c.chunks > 0) << c.what;
+    // softmax's input is read by all three passes: kept in registers, loaded once.
+    if (c.chunks > 0) {
+      EXPECT_NE(spec.function.find("kept for 3 passes"), std::string::npos) << spec.function;
+    }
+    EXPECT_EQ(tc::make_kernel_spec(p.graph, plan.groups[0], tc::KernelTarget::Cpu, 0).persistent_chunks, 0);
+    if (tc::cuda_codegen_available()) {
+      EXPECT_GT(tc::nvrtc_compile(tc::translation_unit(tc::KernelTarget::Cuda, {&spec}), "persistent.cu", 90).size(), 0u)
+          << c.what;
+    }
+  }
+  // A residual add + layer norm: x and r read by three passes stay in registers, the weight read by
+  // the last one is loaded there.
+  ts::Tensor x = ts::randn({8, 768}), w = ts::randn({768});
+  const Planned ln = plan_of(ts::testing::normalizations, x, x, w);
+  const tc::FusionPlan plan = tc::plan_fusion(ln.graph);
+  int persistent = 0;
+  for (size_t k = 0; k < plan.groups.size(); ++k) {
+    if (!plan.groups[k].reduction()) continue;
+    const tc::KernelSpec spec = tc::make_kernel_spec(ln.graph, plan.groups[k], tc::KernelTarget::Cuda, static_cast<int>(k));
+    persistent += spec.persistent_chunks > 0;
+    if (tc::cuda_codegen_available()) {
+      EXPECT_GT(tc::nvrtc_compile(tc::translation_unit(tc::KernelTarget::Cuda, {&spec}), spec.name + ".cu", 90).size(), 0u)
+          << spec.function;
+    }
+  }
+  EXPECT_GE(persistent, 2) << "the normalizations of 768 columns";
+}
+
 }  // namespace

@@ -194,6 +194,30 @@ TEST(CudaCodegen, ReductionKernelsEqualEagerForEveryDtypeWarpAndBlockRows) {
   }
 }
 
+TEST(CudaCodegen, PersistentRowsEqualEagerAlignedOrNot) {
+  TS_REQUIRE_GPU();
+  // Rows that split into whole chunks per thread (Note [Persistent rows]): a warp's 1024 and 768, a
+  // block's 4096, 32 (one element per lane); then the same compiled function on views one element
+  // off, whose vectors are unaligned and take the strided loop.
+  const ts::Device gpu = ts::Device::cuda();
+  for (const ts::Shape& s : {ts::Shape{64, 1024}, ts::Shape{40, 768}, ts::Shape{24, 4096}, ts::Shape{16, 32}}) {
+    for (ts::DType dt : {ts::kFloat32, ts::kFloat64, ts::kBFloat16, ts::kFloat16}) {
+      ts::manual_seed(14);
+      const int64_t n = s[0] * s[1];
+      ts::Tensor fx = ts::randn({n + 1}, gpu).to(dt), fr = ts::randn({n + 1}, gpu).to(dt), fw = ts::randn({s[1] + 1}, gpu).to(dt);
+      auto f = ts::compile(tessera::testing::normalizations, tessera::testing::codegen_options());
+      for (int64_t start : {0, 1, 0}) {
+        ts::Tensor x = fx.slice(0, start, start + n).view(s), r = fr.slice(0, start, start + n).view(s);
+        ts::Tensor w = fw.slice(0, start, start + s[1]);
+        std::vector<ts::Tensor> got = f(x, r, w), want = tessera::testing::normalizations(x, r, w);
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(close(got[i], want[i])) << ts::dtype_name(dt) << " " << s[1] << " from element " << start << " output " << i;
+      }
+      EXPECT_GT(f.stats().kernels, 0);
+    }
+  }
+}
+
 TEST(CudaCodegen, GradientsThroughFusedNormalizationsEqualEager) {
   TS_REQUIRE_GPU();
   ts::manual_seed(13);

@@ -50,6 +50,9 @@ struct KernelSpec {
   // that share a row (a warp or the block) and the rows a block of rows_per_block * row_threads takes.
   int64_t rows = 0, inner = 0;
   int row_threads = 0, rows_per_block = 0;
+  // CUDA reductions read from global memory once (Note [Persistent rows]): V elements per chunk, K
+  // chunks per thread; 0 when the kernel has no such path.
+  int persistent_vector = 0, persistent_chunks = 0;
   bool reduction() const { return rows > 0; }
 };
 

@@ -41,6 +41,7 @@ namespace {
 constexpr int64_t kCpuParallelFrom = 32768;  // elements below which one thread runs the kernel
 constexpr int64_t kCpuRowCache = 4096;       // Note [Row cache]: the longest row kept
 constexpr int kCpuCachedValues = 4;          // and how many of its values
+constexpr int64_t kPersistentValues = 64;    // Note [Persistent rows]: registers of kept operands per thread
 
 enum class Acc : uint8_t { Sum, Mean, Max, Min };
 
@@ -245,6 +246,63 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
   for (size_t j = 0; j < M; ++j)
     if (cached[j]) write_pass[j] = first[j];
 
+  auto acc_type = [&](size_t j) {
+    const Node& n = g.nodes[grp.nodes[j]];
+    const Acc a = acc_of(n.op);
+    if (cpu && (a == Acc::Sum || a == Acc::Mean)) return ComputeType::Double;  // Note [Reduction kernels]
+    return wider(compute_type_of(g.values[n.inputs[0]].meta.dtype), compute_type_of(g.values[n.outputs[0]].meta.dtype));
+  };
+  // The full operands each pass loads.
+  std::vector<std::vector<char>> load(sc.passes, std::vector<char>(O, 0));
+  for (int p = 0; p < sc.passes; ++p)
+    for (size_t j = 0; j < M; ++j) {
+      if (!needed[p][j] || from_cache[p][j]) continue;
+      for (int v : g.nodes[grp.nodes[j]].inputs)
+        if (v >= 0 && full_operand[v] >= 0) load[p][full_operand[v]] = 1;
+    }
+
+  // Note [Persistent rows]: on CUDA, a row whose elements split evenly into K chunks of V per thread
+  // (V: 16 bytes of the narrowest operand that moves along the row, when every such operand moves with
+  // stride 1 and its rows start on multiples of V) is read from global memory once: the operands that
+  // several passes load are kept in registers (at most kPersistentValues per thread), the others are
+  // loaded in their pass, each chunk as one vector, and the full outputs are stored as vectors. Chunk
+  // t of lane l holds the row's elements (t * row_threads + l) * V + [0, V): a warp's loads are
+  // contiguous. The pointers' alignment is known only at the call: unaligned ones take the strided
+  // loop above. Inductor calls this a persistent reduction.
+  int pv = 0, pk = 0;  // vector width and chunks per thread of the persistent path (0: none)
+  std::vector<char> moving(O, 0), kept_in_regs(O, 0);
+  if (!cpu && is_.size() == 1) {
+    bool ok = true;
+    size_t narrowest = 0;
+    for (size_t o = 0; o < O && ok; ++o) {
+      if (!is_full[o] || ist[o][0] == 0) continue;
+      ok = ist[o][0] == 1;
+      moving[o] = 1;
+      const size_t e = element_size(k.operands[o].meta.dtype);
+      narrowest = narrowest == 0 ? e : std::min(narrowest, e);
+    }
+    for (size_t o = 0; o < O && ok; ++o)  // a full output that does not move along the row is not written per element
+      ok = !(k.operands[o].output && is_full[o] && !moving[o]);
+    for (int v = ok && narrowest ? static_cast<int>(std::min<size_t>(8, 16 / narrowest)) : 0; v >= 1 && pv == 0; v /= 2) {
+      if (k.inner % (k.row_threads * v) != 0) continue;
+      bool rows_aligned = true;
+      for (size_t o = 0; o < O; ++o)
+        for (size_t d = 0; moving[o] && d < ost[o].size(); ++d) rows_aligned = rows_aligned && ost[o][d] % v == 0;
+      if (!rows_aligned) continue;
+      const int chunks = static_cast<int>(k.inner / (k.row_threads * v));
+      int64_t values = 0;
+      for (size_t o = 0; o < O; ++o) {
+        int passes = 0;
+        for (int p = 0; p < sc.passes; ++p) passes += load[p][o];
+        if (moving[o] && !k.operands[o].output && passes > 1)
+          values += int64_t{chunks} * v * (compute_type_of(k.operands[o].meta.dtype) == ComputeType::Double ? 2 : 1);
+      }
+      if (values <= kPersistentValues) pv = v, pk = chunks;
+    }
+  }
+  k.persistent_vector = pv;
+  k.persistent_chunks = pk;
+
   std::ostringstream os;
   if (cpu) {
     os << "extern \"C\" void " << k.name << "(void* const* args) {\n";
@@ -261,6 +319,14 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
       os << (o ? ", " : "") << (op.output ? "" : "const ") << storage_type(op.meta.dtype) << "* __restrict__ p" << o;
     }
     os << ") {\n";
+    if (pk > 0) {  // Note [Persistent rows]: vector accesses need aligned pointers
+      std::string mis;
+      for (size_t o = 0; o < O; ++o)
+        if (moving[o])
+          mis += std::string(mis.empty() ? "" : " | ") + "((unsigned long long)p" + std::to_string(o) + " & " +
+                 std::to_string(pv * element_size(k.operands[o].meta.dtype) - 1) + "u)";
+      os << "  const bool aligned = (" << mis << ") == 0;\n";
+    }
   }
   os << "  // " << k.rows << " rows of " << k.inner << " elements, " << sc.passes << " pass" << (sc.passes > 1 ? "es" : "")
      << (cpu ? "" : k.row_threads == 32 ? ", a warp per row" : ", a block per row") << "\n";
@@ -288,9 +354,9 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
     if (!k.operands[o].output && row_operand[v] == static_cast<int>(o))
       os << load_stmt(g, v, o, index_name('b', static_cast<int64_t>(o)), ind);
   }
-  auto row_nodes = [&](int level) {
+  auto row_nodes = [&](int level, const std::string& at) {
     for (size_t j = 0; j < M; ++j)
-      if (sc.role[j] == MemberRole::Row && sc.level[j] == level) os << node_stmt(g, g.nodes[grp.nodes[j]], ind);
+      if (sc.role[j] == MemberRole::Row && sc.level[j] == level) os << node_stmt(g, g.nodes[grp.nodes[j]], at);
   };
   for (size_t j = 0; j < M; ++j)
     if (cached[j]) {
@@ -298,138 +364,194 @@ KernelSpec make_reduction_spec(const Graph& g, const FusionGroup& grp, KernelTar
       os << ind << c_type(compute_type_of(g.values[v].meta.dtype)) << " " << index_name('c', v) << "[" << k.inner
          << "];  // Note [Row cache]\n";
     }
-  row_nodes(0);
-  for (int p = 0; p < sc.passes; ++p) {
-    os << ind << "// pass " << p << "\n";
-    std::vector<size_t> reds;
-    for (size_t j = 0; j < M; ++j)
-      if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) reds.push_back(j);
-    auto acc_type = [&](size_t j) {
-      const Node& n = g.nodes[grp.nodes[j]];
-      const Acc a = acc_of(n.op);
-      if (cpu && (a == Acc::Sum || a == Acc::Mean)) return ComputeType::Double;  // Note [Reduction kernels]
-      return wider(compute_type_of(g.values[n.inputs[0]].meta.dtype), compute_type_of(g.values[n.outputs[0]].meta.dtype));
-    };
-    for (size_t j : reds) {
-      const Node& n = g.nodes[grp.nodes[j]];
-      const Acc a = acc_of(n.op);
-      os << ind << c_type(acc_type(j)) << " " << index_name('a', n.outputs[0]) << " = " << identity(a, acc_type(j)) << ";\n";
-      if (cpu && (a == Acc::Max || a == Acc::Min)) os << ind << "int " << index_name('n', n.outputs[0]) << " = 0;\n";
-    }
-    // The loop over the row's elements and each full operand's offset in it.
-    std::string body_ind;
-    std::vector<std::string> off(O);
-    if (cpu) {
-      const size_t D = is_.size();
-      std::string li = ind;
-      for (size_t d = 0; d + 1 < D; ++d) {
-        os << li << "for (int64_t " << iidx[d] << " = 0; " << iidx[d] << " < " << is_[d] << "; ++" << iidx[d] << ") {\n";
-        li += "  ";
+  row_nodes(0, ind);
+  auto vec_type = [&](size_t o) {
+    return "ts_vec<" + std::string(storage_type(k.operands[o].meta.dtype)) + ", " + std::to_string(pv) + ">";
+  };
+  const std::string rt = std::to_string(k.row_threads);
+  const std::string chunk_at = "(t * " + rt + "u + lane) * " + std::to_string(pv) + "u";
+
+  // Every pass, then the row-shaped outputs; persistent: Note [Persistent rows].
+  auto emit_passes = [&](const std::string& ind, bool persistent) {
+    if (persistent) {
+      for (size_t o = 0; o < O; ++o) {
+        int passes = 0;
+        for (int p = 0; p < sc.passes; ++p) passes += load[p][o];
+        kept_in_regs[o] = moving[o] && !k.operands[o].output && passes > 1;
+        const std::string ct = c_type(compute_type_of(k.operands[o].meta.dtype));
+        const std::string b = index_name('b', static_cast<int64_t>(o));
+        if (kept_in_regs[o]) {
+          const std::string c = index_name('k', static_cast<int64_t>(o));
+          os << ind << ct << " " << c << "[" << pk * pv << "];  // operand " << o << ", kept for " << passes << " passes\n";
+          os << ind << "#pragma unroll\n" << ind << "for (unsigned t = 0; t < " << pk << "u; ++t) {\n";
+          os << ind << "  const " << vec_type(o) << " w = *(const " << vec_type(o) << "*)(p" << o << " + " << b << " + " << chunk_at << ");\n";
+          os << ind << "  #pragma unroll\n" << ind << "  for (unsigned e = 0; e < " << pv << "u; ++e) " << c << "[t * " << pv
+             << "u + e] = ts_load(w.v[e]);\n";
+          os << ind << "}\n";
+        } else if (is_full[o] && !moving[o] && !k.operands[o].output && passes > 0) {
+          os << load_stmt(g, k.operands[o].value, o, b, ind);  // the same for the whole row
+        }
       }
-      os << "#pragma omp simd";
+    }
+    for (int p = 0; p < sc.passes; ++p) {
+      os << ind << "// pass " << p << "\n";
+      std::vector<size_t> reds;
+      for (size_t j = 0; j < M; ++j)
+        if (sc.role[j] == MemberRole::Reduce && sc.level[j] == p) reds.push_back(j);
+      for (size_t j : reds) {
+        const Node& n = g.nodes[grp.nodes[j]];
+        const Acc a = acc_of(n.op);
+        os << ind << c_type(acc_type(j)) << " " << index_name('a', n.outputs[0]) << " = " << identity(a, acc_type(j)) << ";\n";
+        if (cpu && (a == Acc::Max || a == Acc::Min)) os << ind << "int " << index_name('n', n.outputs[0]) << " = 0;\n";
+      }
+      // The loop over the row's elements and each full operand's offset in it.
+      std::string body_ind;
+      std::vector<std::string> off(O);
+      std::vector<size_t> stored;  // the full outputs this pass stores
+      for (size_t o = 0; o < O; ++o) {
+        const KernelOperand& op = k.operands[o];
+        const int q = op.output && is_full[o] ? member_of(op.value) : -1;
+        if (q >= 0 && sc.level[q] == p) stored.push_back(o);
+      }
+      if (persistent) {
+        os << ind << "#pragma unroll\n" << ind << "for (unsigned t = 0; t < " << pk << "u; ++t) {\n";
+        for (size_t o = 0; o < O; ++o) {
+          const std::string w = index_name('w', static_cast<int64_t>(o));
+          if (load[p][o] && moving[o] && !kept_in_regs[o])
+            os << ind << "  const " << vec_type(o) << " " << w << " = *(const " << vec_type(o) << "*)(p" << o << " + "
+               << index_name('b', static_cast<int64_t>(o)) << " + " << chunk_at << ");\n";
+        }
+        for (size_t o : stored) os << ind << "  " << vec_type(o) << " " << index_name('w', static_cast<int64_t>(o)) << ";\n";
+        os << ind << "  #pragma unroll\n" << ind << "  for (unsigned e = 0; e < " << pv << "u; ++e) {\n";
+        body_ind = ind + "    ";
+        for (size_t o = 0; o < O; ++o) {
+          if (!load[p][o] || !moving[o]) continue;
+          const std::string src = kept_in_regs[o] ? index_name('k', static_cast<int64_t>(o)) + "[t * " + std::to_string(pv) + "u + e]"
+                                                  : "ts_load(" + index_name('w', static_cast<int64_t>(o)) + ".v[e])";
+          os << body_ind << "const " << c_type(compute_type_of(k.operands[o].meta.dtype)) << " "
+             << kernel_var(k.operands[o].value) << " = " << src << ";\n";
+        }
+      } else if (cpu) {
+        const size_t D = is_.size();
+        std::string li = ind;
+        for (size_t d = 0; d + 1 < D; ++d) {
+          os << li << "for (int64_t " << iidx[d] << " = 0; " << iidx[d] << " < " << is_[d] << "; ++" << iidx[d] << ") {\n";
+          li += "  ";
+        }
+        os << "#pragma omp simd";
+        for (size_t j : reds) {
+          const Node& n = g.nodes[grp.nodes[j]];
+          const Acc a = acc_of(n.op);
+          const std::string acc = index_name('a', n.outputs[0]);
+          if (a == Acc::Sum || a == Acc::Mean) os << " reduction(+:" << acc << ")";
+          else os << " reduction(" << (a == Acc::Max ? "max" : "min") << ":" << acc << ") reduction(|:" << index_name('n', n.outputs[0]) << ")";
+        }
+        os << "\n";
+        os << li << "for (int64_t " << iidx[D - 1] << " = 0; " << iidx[D - 1] << " < " << is_[D - 1] << "; ++" << iidx[D - 1]
+           << ") {\n";
+        body_ind = li + "  ";
+      } else {
+        os << ind << "for (" << it << " j = lane; j < " << k.inner << "u; j += " << k.row_threads << "u) {\n";
+        body_ind = ind + "  ";
+        os << coordinates("j", is_, 'j', it, body_ind);
+      }
+      if (!persistent) {
+        for (size_t o = 0; o < O; ++o) {
+          const std::string e = offset_expr(ist[o], iidx, is_.size());
+          off[o] = index_name('b', static_cast<int64_t>(o)) + (e == "0" ? "" : " + " + e);
+        }
+        for (size_t o = 0; o < O; ++o)
+          if (load[p][o]) os << load_stmt(g, k.operands[o].value, o, off[o], body_ind);
+      }
+      for (size_t j = 0; j < M; ++j) {
+        if (!needed[p][j]) continue;
+        const Node& n = g.nodes[grp.nodes[j]];
+        if (sc.role[j] == MemberRole::Full) {
+          const std::string buf = index_name('c', n.outputs[0]) + "[" + (iidx.empty() ? "0" : iidx[0]) + "]";
+          if (from_cache[p][j]) {
+            os << body_ind << "const " << c_type(compute_type_of(g.values[n.outputs[0]].meta.dtype)) << " "
+               << kernel_var(n.outputs[0]) << " = " << buf << ";  // " << op_name(n.op) << ", kept\n";
+            continue;
+          }
+          os << node_stmt(g, n, body_ind);
+          if (write_pass[j] == p) os << body_ind << buf << " = " << kernel_var(n.outputs[0]) << ";\n";
+          continue;
+        }
+        const Acc a = acc_of(n.op);
+        const std::string acc = index_name('a', n.outputs[0]);
+        const std::string x = "((" + std::string(c_type(acc_type(j))) + ")" + kernel_var(n.inputs[0]) + ")";
+        if (a == Acc::Sum || a == Acc::Mean) os << body_ind << acc << " += " << x << ";  // " << op_name(n.op) << "\n";
+        else if (!cpu) os << body_ind << acc << " = " << (a == Acc::Max ? "ts_maximum(" : "ts_minimum(") << acc << ", " << x << ");  // " << op_name(n.op) << "\n";
+        else {
+          os << body_ind << acc << " = " << x << (a == Acc::Max ? " > " : " < ") << acc << " ? " << x << " : " << acc
+             << ";  // " << op_name(n.op) << "\n";
+          os << body_ind << index_name('n', n.outputs[0]) << " |= " << x << " != " << x << ";\n";
+        }
+      }
+      for (size_t o : stored) {
+        if (persistent) os << body_ind << "ts_store(&" << index_name('w', static_cast<int64_t>(o)) << ".v[e], " << kernel_var(k.operands[o].value) << ");\n";
+        else os << body_ind << "ts_store(p" << o << " + (" << off[o] << "), " << kernel_var(k.operands[o].value) << ");\n";
+      }
+      if (persistent) {
+        os << ind << "  }\n";
+        for (size_t o : stored)
+          os << ind << "  *(" << vec_type(o) << "*)(p" << o << " + " << index_name('b', static_cast<int64_t>(o)) << " + " << chunk_at
+             << ") = " << index_name('w', static_cast<int64_t>(o)) << ";\n";
+        os << ind << "}\n";
+      } else if (cpu) {
+        for (size_t d = is_.size(); d-- > 0;) os << ind << std::string(2 * d, ' ') << "}\n";
+      } else {
+        os << ind << "}\n";
+      }
+      // Finish the pass's reductions.
       for (size_t j : reds) {
         const Node& n = g.nodes[grp.nodes[j]];
         const Acc a = acc_of(n.op);
         const std::string acc = index_name('a', n.outputs[0]);
-        if (a == Acc::Sum || a == Acc::Mean) os << " reduction(+:" << acc << ")";
-        else os << " reduction(" << (a == Acc::Max ? "max" : "min") << ":" << acc << ") reduction(|:" << index_name('n', n.outputs[0]) << ")";
+        const ComputeType at = acc_type(j);
+        if (!cpu)
+          os << ind << acc << " = " << (k.row_threads == 32 ? "ts_warp_reduce<" : "ts_block_reduce<") << cuda_op(a) << ">(" << acc
+             << ");\n";
+        std::string e = acc;
+        if (a == Acc::Mean) e = "(" + acc + " / " + literal(static_cast<double>(k.inner), at) + ")";
+        if (cpu && (a == Acc::Max || a == Acc::Min)) {
+          std::string nan_seen = index_name('n', n.outputs[0]);  // appended: GCC 12 warns wrongly of "(" + s
+          e = std::string("(");
+          e += nan_seen;
+          e += " ? (";
+          e += c_type(at);
+          e += ")TS_NAN : " + acc + ")";
+        }
+        const DType od = g.values[n.outputs[0]].meta.dtype;
+        const char* ot = c_type(compute_type_of(od));
+        e = std::string("((") + ot + ")" + e + ")";
+        if (od == kBFloat16) e = "ts_round_bf16(" + e + ")";
+        if (od == kFloat16) e = "ts_round_f16(" + e + ")";
+        os << ind << "const " << ot << " " << kernel_var(n.outputs[0]) << " = " << e << ";  // " << op_name(n.op) << "\n";
       }
-      os << "\n";
-      os << li << "for (int64_t " << iidx[D - 1] << " = 0; " << iidx[D - 1] << " < " << is_[D - 1] << "; ++" << iidx[D - 1]
-         << ") {\n";
-      body_ind = li + "  ";
-    } else {
-      os << ind << "for (" << it << " j = lane; j < " << k.inner << "u; j += " << k.row_threads << "u) {\n";
-      body_ind = ind + "  ";
-      os << coordinates("j", is_, 'j', it, body_ind);
+      row_nodes(p + 1, ind);
     }
-    for (size_t o = 0; o < O; ++o) {
-      const std::string e = offset_expr(ist[o], iidx, is_.size());
-      off[o] = index_name('b', static_cast<int64_t>(o)) + (e == "0" ? "" : " + " + e);
-    }
-    // Loads of what the pass reads.
-    std::vector<char> load(O, 0);
-    for (size_t j = 0; j < M; ++j) {
-      if (!needed[p][j] || from_cache[p][j]) continue;
-      for (int v : g.nodes[grp.nodes[j]].inputs)
-        if (v >= 0 && full_operand[v] >= 0) load[full_operand[v]] = 1;
+    // The row-shaped outputs.
+    std::string store_ind = ind;
+    if (!cpu) {
+      os << ind << "if (lane == 0) {\n";
+      store_ind += "  ";
     }
     for (size_t o = 0; o < O; ++o)
-      if (load[o]) os << load_stmt(g, k.operands[o].value, o, off[o], body_ind);
-    for (size_t j = 0; j < M; ++j) {
-      if (!needed[p][j]) continue;
-      const Node& n = g.nodes[grp.nodes[j]];
-      if (sc.role[j] == MemberRole::Full) {
-        const std::string buf = index_name('c', n.outputs[0]) + "[" + iidx[0] + "]";
-        if (from_cache[p][j]) {
-          os << body_ind << "const " << c_type(compute_type_of(g.values[n.outputs[0]].meta.dtype)) << " "
-             << kernel_var(n.outputs[0]) << " = " << buf << ";  // " << op_name(n.op) << ", kept\n";
-          continue;
-        }
-        os << node_stmt(g, n, body_ind);
-        if (write_pass[j] == p) os << body_ind << buf << " = " << kernel_var(n.outputs[0]) << ";\n";
-        continue;
-      }
-      const Acc a = acc_of(n.op);
-      const std::string acc = index_name('a', n.outputs[0]);
-      const std::string x = "((" + std::string(c_type(acc_type(j))) + ")" + kernel_var(n.inputs[0]) + ")";
-      if (a == Acc::Sum || a == Acc::Mean) os << body_ind << acc << " += " << x << ";  // " << op_name(n.op) << "\n";
-      else if (!cpu) os << body_ind << acc << " = " << (a == Acc::Max ? "ts_maximum(" : "ts_minimum(") << acc << ", " << x << ");  // " << op_name(n.op) << "\n";
-      else {
-        os << body_ind << acc << " = " << x << (a == Acc::Max ? " > " : " < ") << acc << " ? " << x << " : " << acc
-           << ";  // " << op_name(n.op) << "\n";
-        os << body_ind << index_name('n', n.outputs[0]) << " |= " << x << " != " << x << ";\n";
-      }
-    }
-    for (size_t o = 0; o < O; ++o) {
-      const KernelOperand& op = k.operands[o];
-      if (!op.output || !is_full[o]) continue;
-      const int q = member_of(op.value);
-      if (q >= 0 && sc.level[q] == p) os << body_ind << "ts_store(p" << o << " + (" << off[o] << "), " << kernel_var(op.value) << ");\n";
-    }
-    if (cpu) {
-      for (size_t d = is_.size(); d-- > 0;) os << ind << std::string(2 * d, ' ') << "}\n";
-    } else {
-      os << ind << "}\n";
-    }
-    // Finish the pass's reductions.
-    for (size_t j : reds) {
-      const Node& n = g.nodes[grp.nodes[j]];
-      const Acc a = acc_of(n.op);
-      const std::string acc = index_name('a', n.outputs[0]);
-      const ComputeType at = acc_type(j);
-      if (!cpu)
-        os << ind << acc << " = " << (k.row_threads == 32 ? "ts_warp_reduce<" : "ts_block_reduce<") << cuda_op(a) << ">(" << acc
-           << ");\n";
-      std::string e = acc;
-      if (a == Acc::Mean) e = "(" + acc + " / " + literal(static_cast<double>(k.inner), at) + ")";
-      if (cpu && (a == Acc::Max || a == Acc::Min)) {
-        std::string nan_seen = index_name('n', n.outputs[0]);  // appended: GCC 12 warns wrongly of "(" + s
-        e = std::string("(");
-        e += nan_seen;
-        e += " ? (";
-        e += c_type(at);
-        e += ")TS_NAN : " + acc + ")";
-      }
-      const DType od = g.values[n.outputs[0]].meta.dtype;
-      const char* ot = c_type(compute_type_of(od));
-      e = std::string("((") + ot + ")" + e + ")";
-      if (od == kBFloat16) e = "ts_round_bf16(" + e + ")";
-      if (od == kFloat16) e = "ts_round_f16(" + e + ")";
-      os << ind << "const " << ot << " " << kernel_var(n.outputs[0]) << " = " << e << ";  // " << op_name(n.op) << "\n";
-    }
-    row_nodes(p + 1);
+      if (k.operands[o].output && !is_full[o])
+        os << store_ind << "ts_store(p" << o << " + b" << o << ", " << kernel_var(k.operands[o].value) << ");\n";
+    if (!cpu) os << ind << "}\n";
+  };
+  if (pk > 0) {
+    os << ind << "if (aligned) {  // Note [Persistent rows]: " << pk << " chunk" << (pk > 1 ? "s" : "") << " of " << pv
+       << " per thread\n";
+    emit_passes(ind + "  ", true);
+    os << ind << "} else {\n";
+    emit_passes(ind + "  ", false);
+    os << ind << "}\n";
+  } else {
+    emit_passes(ind, false);
   }
-  // The row-shaped outputs.
-  std::string store_ind = ind;
-  if (!cpu) {
-    os << ind << "if (lane == 0) {\n";
-    store_ind += "  ";
-  }
-  for (size_t o = 0; o < O; ++o)
-    if (k.operands[o].output && !is_full[o])
-      os << store_ind << "ts_store(p" << o << " + b" << o << ", " << kernel_var(k.operands[o].value) << ");\n";
-  if (!cpu) os << ind << "}\n";
   os << "  }\n}\n";
   k.function = os.str();
   return k;
