@@ -2,7 +2,8 @@
 # The GPU suite, for whoever changes GPU code (DESIGN.md "Testing"): builds with the cuda preset for the
 # local GPU, runs the `gpu`-labelled tests, optionally under compute-sanitizer with the allocator's cache
 # bypassed, and the benchmarks. Logs and results go to OUT (default build/gpu-suite).
-#   scripts/gpu_suite.sh [--no-build] [--no-tests] [--sanitize] [--bench] [--models] [--distributed] [--tests REGEX]
+#   scripts/gpu_suite.sh [--no-build] [--no-tests] [--sanitize] [--bench] [--models] [--distributed] [--libtorch]
+#                        [--tests REGEX]
 # The unit tests run one executable per process (several at once); the GPU conformance cases run in one
 # process after the oracle (as ctest entries, one process per case, they take minutes longer).
 # --bench: the CUDA micro-benchmarks, the CUDA graph benchmarks and, where FASHION_MNIST names the
@@ -11,12 +12,14 @@
 # --distributed: the nccl backend at world size 1, the TCPStore against torch's and torchrun; with two
 # GPUs or more, the Collectives and DDP tests on 2 ranks over nccl, started by mpirun and by torchrun;
 # then DDP's overhead at world size 1 (bench/run_ddp.py). NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
+# --libtorch: bench/libtorch built against the PyTorch wheel's libtorch, and bench/run_libtorch.py (the
+# eager add, the MLP step and GPT-2's step, C++ against C++).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-suite}
 mkdir -p "$OUT"
 export OUT
-build=1 tests=1 sanitize=0 bench=0 models=0 distributed=0 filter=""
+build=1 tests=1 sanitize=0 bench=0 models=0 distributed=0 libtorch=0 filter=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) build=0 ;;
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 ;;
     --models) models=1 ;;
     --distributed) distributed=1 ;;
+    --libtorch) libtorch=1 ;;
     --tests) shift; filter="$1" ;;
     *) echo "gpu_suite.sh: unknown option $1"; exit 2 ;;
   esac
@@ -96,6 +100,12 @@ if [ $distributed = 1 ]; then
   "$TESSERA_PYTHON" bench/run_ddp.py --python "$TESSERA_PYTHON" > "$OUT/ddp-bench.log" 2>&1 || rc=1
   tail -4 "$OUT/ddp-bench.log"
   cp bench/results/ddp-cuda.json "$OUT/" 2>/dev/null
+fi
+if [ $libtorch = 1 ]; then
+  echo "==> libtorch column"
+  "$TESSERA_PYTHON" bench/run_libtorch.py --python "$TESSERA_PYTHON" > "$OUT/libtorch-bench.log" 2>&1 || rc=1
+  tail -5 "$OUT/libtorch-bench.log"
+  cp bench/results/libtorch-cuda.json "$OUT/" 2>/dev/null
 fi
 if [ $sanitize = 1 ]; then
   echo "==> compute-sanitizer (${SANITIZE_TOOLS:-memcheck racecheck}; TESSERA_CUDA_ALLOC_CONF=backend:cudaMalloc)"
