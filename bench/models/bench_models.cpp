@@ -33,7 +33,9 @@
 // set the peak learning rate and the warm-up steps (defaults: 1e-3 small, 6e-4 124m; a tenth of N).
 //
 // usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits]
-//                     [--gpt-chunk 16384] [--profile]
+//                     [--gpt-chunk 16384] [--gpt-checkpoint] [--profile]
+// --gpt-checkpoint: every block checkpointed (GPT2Config::gradient_checkpointing); the row's name ends
+// in _checkpointed, its peak memory is the figure to compare.
 //                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
@@ -70,6 +72,7 @@ struct Args {
   uint64_t seed = 1337;
   bool fp32 = false;
   bool gpt_logits = false;     // GPT-2's loss through the full logits instead of GPT2::loss
+  bool gpt_checkpoint = false; // every GPT-2 block checkpointed (GPT2Config::gradient_checkpointing)
   int64_t gpt_chunk = 16384;   // GPT2::loss's chunk_rows (rows of logits held at once; its default)
   double lr = 0;               // the loss curve's peak learning rate; 0: 1e-3 (small), 6e-4 (124m)
   int64_t lr_warmup = 0;       // its warm-up steps; 0: a tenth of the steps
@@ -167,11 +170,13 @@ void guarded(const std::string& name, const std::function<void()>& work) {
 // GPT-2 124M training step: bf16 autocast, loss, backward, clip 1.0, fused AdamW.
 void bench_gpt2() {
   const int64_t B = g_args.gpt_batch, T = g_args.gpt_seq;
-  const std::string name = "gpt2_124m_train_b" + std::to_string(B) + "x" + std::to_string(T);
+  const std::string name = "gpt2_124m_train_b" + std::to_string(B) + "x" + std::to_string(T) +
+                           (g_args.gpt_checkpoint ? "_checkpointed" : "");
   guarded(name, [&] {
     const ts::Device gpu = ts::Device::cuda();
     ts::models::GPT2Config cfg;
     cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
+    cfg.gradient_checkpointing = g_args.gpt_checkpoint;
     cfg.n_positions = std::max<int64_t>(cfg.n_positions, T);
     ts::models::GPT2 model(cfg);
     model.to(gpu);
@@ -469,6 +474,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--gpt-checkpoint") g_args.gpt_checkpoint = true;
     else if (a == "--gpt-chunk") g_args.gpt_chunk = std::max(1LL, std::atoll(value().c_str()));
     else if (a == "--lr") g_args.lr = std::atof(value().c_str());
     else if (a == "--lr-warmup") g_args.lr_warmup = std::max(0LL, std::atoll(value().c_str()));

@@ -14,6 +14,7 @@
 #include "tessera/functions.h"
 #include "tessera/models.h"
 #include "tessera/safetensors.h"
+#include "tessera/utils/checkpoint.h"
 
 namespace tessera::models {
 
@@ -220,9 +221,13 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   Tensor pos = arange(past, past + t, 1, TensorOptions(kInt64, idx.device()));  // (T)
   Tensor x = drop(wte(idx) + wpe(pos));                                         // (B, T, C)
   if (h.size() == 0) return ln_f(x);
+  const bool ckpt = config.gradient_checkpointing && is_training() && is_grad_enabled() && !cache;
   if (!h.at<GPT2Block>(0).mlp.fused) {  // the blocks' flag (GPT2Config::fused when they were built)
-    for (size_t i = 0; i < h.size(); ++i)
-      x = h.at<GPT2Block>(static_cast<int64_t>(i)).forward(x, cache ? &cache->layers[i] : nullptr);
+    for (size_t i = 0; i < h.size(); ++i) {
+      GPT2Block& block = h.at<GPT2Block>(static_cast<int64_t>(i));
+      if (ckpt) x = utils::checkpoint([&block](const Tensor& in) { return block.forward(in, nullptr); }, x);
+      else x = block.forward(x, cache ? &cache->layers[i] : nullptr);
+    }
     return ln_f(x);
   }
   // Each residual add runs fused with the layer norm after it: ln_2 inside a block, then the next
@@ -230,8 +235,19 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   Tensor x_ln = h.at<GPT2Block>(0).ln_1(x);
   for (size_t i = 0; i < h.size(); ++i) {
     nn::LayerNorm& next = i + 1 < h.size() ? h.at<GPT2Block>(static_cast<int64_t>(i + 1)).ln_1 : ln_f;
-    std::tie(x, x_ln) = h.at<GPT2Block>(static_cast<int64_t>(i)).forward_fused(x, x_ln, next,
-                                                                            cache ? &cache->layers[i] : nullptr);
+    GPT2Block& block = h.at<GPT2Block>(static_cast<int64_t>(i));
+    if (ckpt) {
+      std::vector<Tensor> out = utils::checkpoint(
+          [&block, &next](const std::vector<Tensor>& in) {
+            auto [y, y_ln] = block.forward_fused(in[0], in[1], next, nullptr);
+            return std::vector<Tensor>{y, y_ln};
+          },
+          {x, x_ln});
+      x = out[0];
+      x_ln = out[1];
+    } else {
+      std::tie(x, x_ln) = block.forward_fused(x, x_ln, next, cache ? &cache->layers[i] : nullptr);
+    }
   }
   return x_ln;
 }

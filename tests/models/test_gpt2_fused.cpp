@@ -1,7 +1,7 @@
 // GPT-2's fused paths against the unfused math, on the CPU in float64: the trunk with each residual
 // add fused into the following layer norm (ln_2, the next block's ln_1, ln_f) and c_fc + GELU as
 // linear_gelu, against the same modules composed as Hugging Face writes the block; the chunked
-// loss() against forward(idx, targets), values and gradients.
+// loss() against forward(idx, targets), values and gradients; every block checkpointed against not.
 #include <set>
 #include <string>
 #include <tuple>
@@ -125,6 +125,54 @@ TEST(GPT2Fused, ChunkedLossMatchesLogitsLoss) {
   size_t i = 0;
   for (const ts::Tensor& p : model.parameters()) EXPECT_TRUE(all_close(g_fused[i++], p.grad(), {1e-10, 1e-12}));
   EXPECT_THROW(model.loss(idx, tgt.narrow(1, 0, 5)), ts::ShapeError);
+}
+
+
+// GPT2Config::gradient_checkpointing: the same loss and gradients (dropout on: the recomputation
+// replays its random numbers), the blocks' forward ops run twice (once more in backward), and only in
+// training mode with grad on.
+TEST(GPT2Fused, GradientCheckpointingEqualsPlainTrainingWithDropout) {
+  for (bool fused : {true, false}) {
+    ts::models::GPT2Config cfg = tiny(3);
+    cfg.fused = fused;
+    cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.1;
+    ts::manual_seed(21);
+    ts::models::GPT2 plain(cfg);
+    cfg.gradient_checkpointing = true;
+    ts::models::GPT2 ckpt(cfg);
+    plain.to(ts::kFloat64);
+    ckpt.to(ts::kFloat64);
+    ckpt.load_state_dict(plain.state_dict());
+    ts::Tensor idx = test_data({2, 8}, ts::kInt64, 31, 0, 37).reshape({2, 8});
+    ts::Tensor tgt = test_data({2, 8}, ts::kInt64, 32, 0, 37).reshape({2, 8});
+    auto step = [&](ts::models::GPT2& m, int* forward_ops) {
+      ts::manual_seed(99);
+      ts::profiler::profile p;
+      ts::Tensor loss = m.loss(idx, tgt);
+      loss.backward();
+      p.stop();
+      *forward_ops = 0;
+      for (const auto& e : p.events()) *forward_ops += e.name == (fused ? "native_add_layer_norm" : "native_layer_norm");
+      return loss;
+    };
+    int n_plain = 0, n_ckpt = 0;
+    ts::Tensor a = step(plain, &n_plain), b = step(ckpt, &n_ckpt);
+    EXPECT_TRUE(all_close(a, b, {1e-12, 1e-12})) << "fused " << fused;
+    auto pa = plain.named_parameters(), pb = ckpt.named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      EXPECT_TRUE(all_close(pa[i].second.grad(), pb[i].second.grad(), {1e-10, 1e-12})) << pa[i].first << " fused " << fused;
+    // Each block's norms run again in the recomputation: fused, all of the add + layer norms are the
+    // blocks' (the last one computes ln_f); unfused, ln_f runs once, outside the blocks.
+    EXPECT_EQ(n_ckpt, fused ? 2 * n_plain : 2 * n_plain - 1) << "fused " << fused << ": " << n_plain << " norms without, " << n_ckpt << " with";
+    ckpt.eval();
+    ts::manual_seed(99);
+    ts::profiler::profile p;
+    ckpt.loss(idx, tgt).backward();
+    p.stop();
+    int n_eval = 0;
+    for (const auto& e : p.events()) n_eval += e.name == (fused ? "native_add_layer_norm" : "native_layer_norm");
+    EXPECT_EQ(n_eval, n_plain) << "eval mode does not checkpoint";
+  }
 }
 
 }  // namespace

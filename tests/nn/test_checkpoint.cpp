@@ -152,3 +152,34 @@ TEST(Checkpoint, RefusalsAsPyTorch) {
                 .find("modified by an inplace operation"),
             std::string::npos);
 }
+
+namespace {
+// The checkpointed function is an inline lambda whose captures (a scale held by value, the block by
+// reference) live only during this call; backward runs it after it returns.
+ts::Tensor checkpointed_in_a_scope(Block& block, const ts::Tensor& x) {
+  const double scale = 0.5;
+  std::vector<double> pad(64, 3.0);  // more state in the lambda than a pointer
+  return ts::utils::checkpoint([&block, scale, pad](const ts::Tensor& in) { return block(in) * (scale + pad[0] - 3.0); }, x);
+}
+// Writes over the stack that the call above used.
+__attribute__((noinline)) double scribble() {
+  volatile double junk[512];
+  for (int i = 0; i < 512; ++i) junk[i] = -1e300;
+  return junk[17];
+}
+}  // namespace
+
+TEST(Checkpoint, ATemporaryFunctionIsCopiedIntoTheRecomputation) {
+  Block block;
+  ts::Tensor x = test_data({3, 4}, ts::kFloat64, 41).reshape({3, 4}).requires_grad_();
+  ts::Tensor y = checkpointed_in_a_scope(block, x);
+  scribble();
+  y.sum().backward();
+  V got = block.grads();
+  ts::Tensor gx = x.grad().clone();
+  block.zero_grad();
+  x.zero_grad();
+  (block(x) * 0.5).sum().backward();
+  expect_same(got, block.grads());
+  expect_same({gx}, {x.grad()});
+}

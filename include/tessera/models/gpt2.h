@@ -37,6 +37,11 @@ struct GPT2Config {
   // (x + attn, ln_2, c_fc, gelu, c_proj), for comparing the two paths. Not part of a checkpoint; read
   // when the model is built (each GPT2MLP keeps it, and the trunk follows its blocks).
   bool fused = true;
+  // Activation checkpointing of every block (Hugging Face's gradient_checkpointing): in training mode
+  // with grad on, each block runs under utils::checkpoint, saving only its inputs, and backward runs it
+  // again (Note [Checkpoint replay]: dropout draws the same numbers). Memory for compute: the figures
+  // are in bench/NOTES.md. Not part of a checkpoint; read at each forward of the trunk.
+  bool gradient_checkpointing = false;
 
   // Reads a Hugging Face config.json of model_type "gpt2" (GPT2Config's field names). ValueError for
   // a setting this model does not implement (another activation, scale_attn_by_inverse_layer_idx).

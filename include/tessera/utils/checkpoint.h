@@ -19,6 +19,7 @@
 #pragma once
 #include <functional>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,11 +38,12 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
                                bool preserve_rng_state = true);
 
-// checkpoint(fn, x, y, ...) with fn(Tensor, Tensor, ...) returning one Tensor.
+// checkpoint(fn, x, y, ...) with fn(Tensor, Tensor, ...) returning one Tensor. fn is copied into the
+// recomputation (backward calls it after this returns: a temporary lambda must not be referenced).
 template <class F, class... Ts>
-  requires(std::is_same_v<Ts, Tensor> && ...) && std::is_invocable_r_v<Tensor, F&, const Tensor&, const Ts&...>
+  requires(std::is_same_v<Ts, Tensor> && ...) && std::is_invocable_r_v<Tensor, std::decay_t<F>&, const Tensor&, const Ts&...>
 Tensor checkpoint(F&& fn, const Tensor& input, const Ts&... inputs) {
-  CheckpointFn wrapped = [&fn](const std::vector<Tensor>& in) {
+  CheckpointFn wrapped = [fn = std::decay_t<F>(std::forward<F>(fn))](const std::vector<Tensor>& in) mutable {
     return [&]<size_t... I>(std::index_sequence<I...>) { return std::vector<Tensor>{fn(in[0], in[I + 1]...)}; }(
         std::index_sequence_for<Ts...>{});
   };
