@@ -347,8 +347,10 @@ Ts run_other(OpId op, const Ts& in, const OpAttrs& a, const Metas& out) {
       return defined_only({dpre, db});
     }
     case OpId::linear_gelu:  // outputs {y, pre}: the saved pre-activation is a value of the graph
+      if (out.size() == 1) return {linear_gelu(in[0], in[1], opt(in[2]))};  // Note [Unread saved outputs]
       return vec(linear_gelu_saving(in[0], in[1], opt(in[2])));
-    case OpId::mlp_gelu:  // outputs {y, pre, h}
+    case OpId::mlp_gelu:  // outputs {y, pre, h}, or {y}
+      if (out.size() == 1) return {mlp_gelu(in[0], in[1], opt(in[2]), in[3], opt(in[4]))};
       return vec(mlp_gelu_saving(in[0], in[1], opt(in[2]), in[3], opt(in[4])));
     case OpId::linear_cross_entropy: {  // the call as made: {x, weight, target} -> loss, and dx, dW where computed
       auto [loss, dx, dw] = linear_cross_entropy_saving(in[0], in[1], in[2], a.ints.at(0), a.str, a.ints.at(1),

@@ -24,9 +24,15 @@ int fold_scalar_constants(Graph& g);
 // many it rewrote.
 int functionalize_private_writes(Graph& g);
 
-// The passes of the codegen backend, in order: scalar constants, common subexpressions, private
-// writes made functional, the decompositions (decompose.h), common subexpressions again (two decompositions cast one input
-// alike); the verifier (verify.h) checks the graph after them. Returns whether anything changed.
+// Drops the saved outputs of linear_gelu ({y, pre}) and mlp_gelu ({y, pre, h}) where nothing reads
+// them (an inference graph: no backward node takes them), so that the node runs the op that does not
+// write them (Note [Unread saved outputs]). Returns how many nodes it shrank.
+int drop_unread_saved_outputs(Graph& g);
+
+// The passes of the codegen backend, in order: unread saved outputs, scalar constants, common
+// subexpressions, private writes made functional, the decompositions (decompose.h), common
+// subexpressions again (two decompositions cast one input alike); the verifier (verify.h) checks the
+// graph after them. Returns whether anything changed.
 bool run_codegen_passes(Graph& g, int distinct_outputs = -1);
 
 }  // namespace tessera::compiler

@@ -12,6 +12,7 @@
 #include "compile/passes.h"
 #include "compile/verify.h"
 #include "tessera/compile.h"
+#include "tessera/nn/functional.h"
 
 namespace ts = tessera;
 namespace tc = tessera::compiler;
@@ -142,6 +143,31 @@ TEST(Passes, AReturnedRaggedClassifierProductIsComputedPaddedOnCuda) {
     const std::string before = h.to_text();
     tc::decompose_for_fusion(h);
     EXPECT_EQ(h.to_text(), before) << device << (read_after ? ", read after" : "");
+  }
+}
+
+
+// Note [Unread saved outputs]: GPT-2's fused MLP in an inference graph runs without its saved outputs;
+// in a training graph the backward reads mlp_gelu's (w1 requires grad) and they stay, while
+// linear_gelu's, whose inputs need no gradient, go. Both equal eager.
+TEST(Passes, AnInferenceGraphsFusedMlpDropsTheOutputsOnlyItsBackwardWouldRead) {
+  auto mlp = [](const ts::Tensor& x, const ts::Tensor& w1, const ts::Tensor& b1, const ts::Tensor& w2) {
+    return ts::nn::functional::mlp_gelu(x, w1, b1, w2, std::nullopt) + ts::nn::functional::linear_gelu(x, w2.t(), std::nullopt).sum();
+  };
+  for (bool train : {false, true}) {
+    ts::manual_seed(3);
+    ts::Tensor x = ts::randn({6, 8}), w1 = ts::randn({16, 8}), b1 = ts::randn({16}), w2 = ts::randn({8, 16});
+    if (train) w1.requires_grad_();
+    auto f = ts::compile(mlp, ts::testing::codegen_options());
+    f(x, w1, b1, w2);
+    EXPECT_TRUE(ts::testing::close(f(x, w1, b1, w2), mlp(x, w1, b1, w2))) << "train " << train;
+    tc::Graph g = tc::parse_graph(f.last_graph());
+    const std::string before = g.to_text();
+    EXPECT_EQ(tc::drop_unread_saved_outputs(g), train ? 1 : 2) << before;
+    tc::verify_graph(g);
+    for (const tc::Node& n : g.nodes)
+      if (n.op == ts::OpId::mlp_gelu || n.op == ts::OpId::linear_gelu)
+        EXPECT_EQ(n.outputs.size(), train && n.op == ts::OpId::mlp_gelu ? 3u : 1u) << g.to_text();
   }
 }
 
