@@ -49,6 +49,7 @@ double median(std::vector<double> v) {
 void emit(const std::string& name, const char* unit, double value, double ms, const std::vector<double>& samples) {
   std::string s = "[";
   for (size_t i = 0; i < samples.size(); ++i) s += (i ? ", " : "") + std::to_string(samples[i]);
+  s += "]";
   std::printf("{\"name\": \"%s\", \"unit\": \"%s\", \"value\": %.6g, \"ms\": %.6g, \"samples_ms\": %s, \"libtorch\": \"%s\"}\n",
               name.c_str(), unit, value, ms, s.c_str(), TORCH_VERSION);
   std::fflush(stdout);
