@@ -140,8 +140,11 @@ try:
     import torch.distributed as dist
 except Exception as e:  # noqa: BLE001
     dist, why = None, str(e)
+    # The Python that has torch (a virtual environment's python resolves to the same binary as the
+    # system's, so the paths are compared as given; the variable marks the second start).
     other = os.environ.get("TESSERA_PYTHON")
-    if other and os.path.realpath(other) != os.path.realpath(sys.executable):  # the Python that has torch
+    if other and os.path.abspath(other) != os.path.abspath(sys.executable) and not os.environ.get("TESSERA_INTEROP_AGAIN"):
+        os.environ["TESSERA_INTEROP_AGAIN"] = "1"
         os.execv(other, [other] + sys.argv)
 by_hand()
 if dist is not None:
