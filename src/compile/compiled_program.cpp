@@ -1,5 +1,6 @@
 // The compiled function's core (include/tessera/compile.h): variants, guards, captures, the
 // recompile limit and the warnings.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <mutex>
@@ -67,12 +68,17 @@ namespace {
 
 // Runs a variant's graph for one call; with a backward graph, makes its outputs those of one
 // autograd node.
-std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call) {
+// cache_hit: null where the parameter cache must not be used (mode ReduceOverhead: a CUDA graph
+// captured on a call that reused cached values would never see an in-place update of a parameter).
+std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call, bool* cache_hit) {
   const bool records = is_grad_enabled() && v.inputs_require_grad && !v.backward;
   const bool fused = v.fused && !records;
   const compiler::ExecutionPlan& plan = fused ? *v.fused : v.plan;
   const compiler::Graph& graph = fused ? v.fused_graph : v.graph;
-  if (!v.backward || !is_grad_enabled()) return compiler::execute(graph, plan, call.args, call.params);
+  // Note [Parameter-derived steps]: where nothing takes a gradient (inference), not while training.
+  const bool use_cache = cache_hit && !(is_grad_enabled() && v.inputs_require_grad);
+  if (!v.backward || !is_grad_enabled())
+    return compiler::execute(graph, plan, call.args, call.params, {}, use_cache, cache_hit);
   std::vector<Tensor> all;
   {
     NoGradGuard no_grad;
@@ -167,7 +173,15 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
     }
     ++s.stats.graph_calls;
     s.last_variant = static_cast<int>(i);
-    return run_variant(v, call);
+    bool cache_hit = false;
+    std::vector<Tensor> out =
+        run_variant(v, call, s.options.mode == CompileMode::ReduceOverhead ? nullptr : &cache_hit);
+    if (cache_hit) {
+      ++s.stats.parameter_cache_hits;
+      const compiler::ExecutionPlan& plan = v.fused && !(is_grad_enabled() && v.inputs_require_grad && !v.backward) ? *v.fused : v.plan;
+      s.stats.parameter_steps = static_cast<int>(std::count(plan.parameter_step.begin(), plan.parameter_step.end(), 1));
+    }
+    return out;
   }
   if (last_failure) s.stats.recompile_reasons.push_back(*last_failure);
   if (static_cast<int>(s.variants.size()) >= s.options.recompile_limit) {

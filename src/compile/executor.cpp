@@ -150,6 +150,60 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
     live += delta[i];
     p.memory.peak_bytes = std::max(p.memory.peak_bytes, live);
   }
+  // Note [Parameter-derived steps].
+  {
+    std::vector<char> derived(g.values.size(), 0), returned(g.values.size(), 0);
+    for (const GraphInput& in : g.inputs)
+      if (in.kind == InputKind::Parameter || in.kind == InputKind::Constant) derived[in.value] = 1;
+    for (const GraphInput& in : g.inputs)  // the key: a constant (a tensor the program closes over) may be written too
+      if (in.kind == InputKind::Parameter || in.kind == InputKind::Constant) p.parameter_inputs.push_back(in.value);
+    for (int v : g.outputs) returned[v] = 1;
+    bool writes_derived = false;
+    p.parameter_step.assign(end, 0);
+    for (int i = 0; i < end; ++i) {
+      const Step& s = p.steps[i];
+      std::vector<const Node*> members;
+      if (s.node >= 0) members.push_back(&g.nodes[s.node]);
+      else
+        for (int n : fusion->groups[s.kernel].nodes) members.push_back(&g.nodes[n]);
+      const std::vector<int>& in = s.node >= 0 ? g.nodes[s.node].inputs : fusion->groups[s.kernel].inputs;
+      // Pure: no side effect (a random draw, an out= write, an in-place write to an existing tensor;
+      // the fill of a fresh buffer, a Scalar operand's, is pure).
+      bool pure = true, reads_derived_only = true;
+      for (const Node* n : members) {
+        if (!has_side_effects(*n)) continue;
+        pure = false;
+        const OpKind kind = op_info(n->op).kind;
+        if ((kind == OpKind::InPlace || kind == OpKind::Out) && !n->inputs.empty() && n->inputs[0] >= 0 &&
+            derived[n->inputs[0]])
+          writes_derived = true;
+      }
+      for (int v : in) reads_derived_only = reads_derived_only && (v < 0 || derived[v]);
+      bool ok = pure && reads_derived_only;
+      for (int v : step_outputs[i]) ok = ok && !returned[v];
+      if (!ok) continue;
+      p.parameter_step[i] = 1;
+      for (int v : step_outputs[i]) derived[v] = 1;
+    }
+    if (writes_derived || p.parameter_inputs.empty()) {
+      p.parameter_step.assign(end, 0);
+    } else {
+      // Kept: what a parameter-derived step makes and a step of another kind reads.
+      std::vector<char> kept(g.values.size(), 0);
+      for (int i = 0; i < end; ++i) {
+        if (p.parameter_step[i]) continue;
+        const Step& s = p.steps[i];
+        const std::vector<int>& in = s.node >= 0 ? g.nodes[s.node].inputs : fusion->groups[s.kernel].inputs;
+        for (int v : in)
+          if (v >= 0 && g.values[v].node >= 0 && derived[v] && !kept[v]) {
+            kept[v] = 1;
+            p.cached_values.push_back(v);
+          }
+      }
+      if (p.cached_values.empty()) p.parameter_step.assign(end, 0);
+      else p.cache = std::make_shared<ParameterCache>();
+    }
+  }
   p.replay.assign(nodes, nullptr);
   p.output_meta.resize(nodes);
   p.release_after.resize(end);
@@ -173,7 +227,9 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
 }
 
 std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std::vector<Tensor>& args,
-                            const NamedTensors& params, const std::vector<Tensor>& saved) {
+                            const NamedTensors& params, const std::vector<Tensor>& saved, bool use_cache,
+                            bool* cache_hit) {
+  if (cache_hit) *cache_hit = false;
   std::vector<Tensor> vals(g.values.size());
   for (const GraphInput& in : g.inputs) {
     switch (in.kind) {
@@ -193,9 +249,35 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
         break;
     }
   }
+  // Note [Parameter-derived steps]: the parameters' identity now, against the cache's.
+  ParameterCache* cache = use_cache ? plan.cache.get() : nullptr;
+  bool hit = false;
+  std::vector<std::pair<const void*, uint64_t>> key;
+  if (cache) {
+    for (int v : plan.parameter_inputs)
+      key.emplace_back(vals[v].defined() ? vals[v].data_ptr() : nullptr, vals[v].defined() ? vals[v].version() : 0);
+    hit = cache->valid && cache->key == key;
+    if (hit) {
+      for (size_t c = 0; c < plan.cached_values.size(); ++c) vals[plan.cached_values[c]] = cache->values[c];
+      ++cache->hits;
+    } else {
+      cache->valid = false;
+      cache->values.assign(plan.cached_values.size(), Tensor());
+    }
+    if (cache_hit) *cache_hit = hit;
+  }
+  std::vector<int> cached_index;  // per value: its place in the cache, -1 if none
+  if (cache && !hit) {
+    cached_index.assign(g.values.size(), -1);
+    for (size_t c = 0; c < plan.cached_values.size(); ++c) cached_index[plan.cached_values[c]] = static_cast<int>(c);
+  }
   std::vector<Tensor> ins;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
+    if (hit && plan.parameter_step[i]) {
+      for (int v : plan.release_after[i]) vals[v] = Tensor();
+      continue;
+    }
     ins.clear();
     if (s.node >= 0) {
       const Node& n = g.nodes[s.node];
@@ -217,7 +299,16 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
       }
       run_kernel(k, ins);
     }
+    if (!cached_index.empty() && plan.parameter_step[i]) {
+      const std::vector<int>& made = s.node >= 0 ? g.nodes[s.node].outputs : plan.kernel_operands[s.kernel];
+      for (int v : made)
+        if (cached_index[v] >= 0) cache->values[cached_index[v]] = vals[v];
+    }
     for (int v : plan.release_after[i]) vals[v] = Tensor();  // after their last reader
+  }
+  if (cache && !hit) {
+    cache->key = std::move(key);
+    cache->valid = true;
   }
   std::vector<Tensor> out;
   out.reserve(g.outputs.size());

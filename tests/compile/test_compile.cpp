@@ -11,6 +11,7 @@
 #include "compile/bitwise.h"
 #include "ops/attention_ops.h"
 #include "tessera/compile.h"
+#include "tessera/nn.h"
 
 namespace ts = tessera;
 
@@ -370,3 +371,67 @@ TEST(Compile, DynamicWarnsThatItIsNotImplementedYet) {
 }
 
 }  // namespace
+
+namespace {
+// A weight used through a derived tensor: what autocast's casts are to an inference graph.
+struct Scaled : ts::nn::Module {
+  ts::Tensor weight = ts::randn({6, 4});
+  Scaled() { register_parameter("weight", weight); }
+  ts::Tensor forward(ts::Tensor x) override { return ts::nn::functional::linear(x, (weight * 0.5).exp().t().contiguous().t()); }
+};
+}  // namespace
+
+// Note [Parameter-derived steps]: in inference the steps that read only parameters run once and are
+// reused while the parameters are unchanged; an in-place update, a load_state_dict, a closed-over
+// tensor written, or a call that records gradients computes them again; the results are eager's.
+TEST(Compile, StepsReadingOnlyParametersRunOnceWhileTheParametersAreUnchanged) {
+  for (const char* backend : {"eager", "codegen"}) {
+    ts::manual_seed(4);
+    Scaled m;
+    ts::CompileOptions o;
+    o.backend = backend;
+    auto f = ts::compile(m, o);
+    ts::Tensor x = ts::randn({3, 4});
+    ts::NoGradGuard no_grad;
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend;  // captures
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend;  // runs, keeps the derived weight
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend;  // reuses it
+    EXPECT_EQ(f.stats().parameter_cache_hits, 1) << backend;
+    EXPECT_GE(f.stats().parameter_steps, 1) << backend;
+    m.weight.mul_(2.0);  // in place: the version changes
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend << ": after an in-place update";
+    EXPECT_EQ(f.stats().parameter_cache_hits, 1) << backend;
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend;
+    EXPECT_EQ(f.stats().parameter_cache_hits, 2) << backend;
+    ts::nn::StateDict sd = m.state_dict();
+    sd["weight"] = ts::randn({6, 4});
+    m.load_state_dict(sd);
+    EXPECT_TRUE(ts::allclose(f(x), m.forward(x))) << backend << ": after load_state_dict";
+    EXPECT_EQ(f.stats().parameter_cache_hits, 2) << backend;
+  }
+  // A tensor the program closes over is part of the key too.
+  ts::Tensor w = ts::randn({4, 4});
+  auto g = ts::compile([&](const ts::Tensor& x) { return x.matmul((w * 3.0).tanh()); });
+  ts::Tensor x = ts::randn({2, 4});
+  ts::NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(ts::allclose(g(x), x.matmul((w * 3.0).tanh())));
+  EXPECT_EQ(g.stats().parameter_cache_hits, 1);
+  w.fill_(0.25);
+  EXPECT_TRUE(ts::allclose(g(x), x.matmul((w * 3.0).tanh()))) << "after writing the closed-over tensor";
+}
+
+TEST(Compile, TrainingCallsNeverReuseParameterDerivedSteps) {
+  ts::manual_seed(5);
+  Scaled m;
+  auto f = ts::compile(m);
+  ts::Tensor x = ts::randn({3, 4});
+  for (int i = 0; i < 3; ++i) {
+    m.zero_grad();
+    f(x).sum().backward();
+    ts::Tensor got = m.weight.grad().clone();
+    m.zero_grad();
+    m.forward(x).sum().backward();
+    EXPECT_TRUE(ts::allclose(got, m.weight.grad())) << "call " << i;
+  }
+  EXPECT_EQ(f.stats().parameter_cache_hits, 0);
+}

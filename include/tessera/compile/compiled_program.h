@@ -46,6 +46,10 @@ struct CompileStats {
   // scalar fills do not), forward and backward graphs together: as the graph runs, and as eager would
   // run its nodes one by one (the launch counts of a compiled and an eager run).
   int launches = 0, eager_launches = 0;
+  // Calls that reused what the steps reading only parameters computed (Note [Parameter-derived steps]
+  // in src/compile/executor.h: autocast's weight casts in inference, say), and how many steps the last
+  // such call skipped.
+  int parameter_cache_hits = 0, parameter_steps = 0;
   // For each variant without a backward graph although its outputs take a gradient: why.
   std::vector<std::string> no_backward_reasons;
   // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").
