@@ -13,6 +13,7 @@
 #include "compile/executor.h"
 #include "compile/fusion.h"
 #include "compile/graphed_steps.h"
+#include "tessera/cuda_graph.h"
 #include "compile/guards.h"
 #include "compile/passes.h"
 #include "compile/verify.h"
@@ -75,8 +76,9 @@ std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& cal
   const bool fused = v.fused && !records;
   const compiler::ExecutionPlan& plan = fused ? *v.fused : v.plan;
   const compiler::Graph& graph = fused ? v.fused_graph : v.graph;
-  // Note [Parameter-derived steps]: where nothing takes a gradient (inference), not while training.
-  const bool use_cache = cache_hit && !(is_grad_enabled() && v.inputs_require_grad);
+  // Note [Parameter-derived steps]: where nothing takes a gradient (inference), not while training,
+  // and not into a CUDA graph being captured (its replays would never recompute them).
+  const bool use_cache = cache_hit && !(is_grad_enabled() && v.inputs_require_grad) && !cuda::is_current_stream_capturing();
   if (!v.backward || !is_grad_enabled())
     return compiler::execute(graph, plan, call.args, call.params, {}, use_cache, cache_hit);
   std::vector<Tensor> all;

@@ -42,9 +42,10 @@ struct Step {
 // compute that later steps read, and skips them at the next call whose parameters (and the tensors
 // the program closes over) have the same data pointers and version counters (an in-place update, a
 // load_state_dict, a new .data: recomputed).
-// Steps with no tensor inputs count (a Scalar operand's fill, a factory); left out: steps with side
-// effects or random draws, values the graph returns (the caller may write them), and every plan where
-// an in-place or out= node writes such a value.
+// Off while training, under ReduceOverhead and while a CUDA graph is being captured (a replay would
+// never recompute them). Steps with no tensor inputs count (a Scalar operand's fill, a factory); left
+// out: steps with side effects or random draws, values the graph returns (the caller may write them),
+// and every plan where an in-place or out= node writes such a value.
 struct ParameterCache {
   bool valid = false;
   std::vector<std::pair<const void*, uint64_t>> key;  // per parameter or constant input: data pointer, version
