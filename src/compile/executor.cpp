@@ -153,10 +153,13 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
   // Note [Parameter-derived steps].
   {
     std::vector<char> derived(g.values.size(), 0), returned(g.values.size(), 0);
+    // Parameters only: a tensor the program closes over (a Constant) is data, as an argument is; a
+    // program of constants alone would otherwise run once for good.
     for (const GraphInput& in : g.inputs)
-      if (in.kind == InputKind::Parameter || in.kind == InputKind::Constant) derived[in.value] = 1;
-    for (const GraphInput& in : g.inputs)  // the key: a constant (a tensor the program closes over) may be written too
-      if (in.kind == InputKind::Parameter || in.kind == InputKind::Constant) p.parameter_inputs.push_back(in.value);
+      if (in.kind == InputKind::Parameter) {
+        derived[in.value] = 1;
+        p.parameter_inputs.push_back(in.value);
+      }
     for (int v : g.outputs) returned[v] = 1;
     bool writes_derived = false;
     p.parameter_step.assign(end, 0);

@@ -35,20 +35,20 @@ struct Step {
   int kernel = -1;  // a fusion group's generated kernel
 };
 
-// Note [Parameter-derived steps]: a step that reads only the module's parameters and buffers (and
-// constants), through values that come from such steps, computes the same tensors at every call while
+// Note [Parameter-derived steps]: a step that reads only the module's parameters and buffers, through
+// values that come from such steps, computes the same tensors at every call while
 // those tensors are unchanged: autocast's casts of the weights, a weight's transpose made contiguous,
 // a folded scale. When autograd records nothing (inference), the executor keeps what these steps
-// compute that later steps read, and skips them at the next call whose parameters (and the tensors
-// the program closes over) have the same data pointers and version counters (an in-place update, a
-// load_state_dict, a new .data: recomputed).
+// compute that later steps read, and skips them at the next call whose parameters have the same data
+// pointers and version counters (an in-place update, a load_state_dict, a new .data: recomputed).
+// Tensors the program closes over are data, as its arguments are: never cached.
 // Off while training, under ReduceOverhead and while a CUDA graph is being captured (a replay would
 // never recompute them). Steps with no tensor inputs count (a Scalar operand's fill, a factory); left
 // out: steps with side effects or random draws, values the graph returns (the caller may write them),
 // and every plan where an in-place or out= node writes such a value.
 struct ParameterCache {
   bool valid = false;
-  std::vector<std::pair<const void*, uint64_t>> key;  // per parameter or constant input: data pointer, version
+  std::vector<std::pair<const void*, uint64_t>> key;  // per parameter input: data pointer, version
   std::vector<Tensor> values;                         // per cached value (ExecutionPlan::cached_values)
   int64_t hits = 0;
 };
@@ -60,7 +60,7 @@ struct ExecutionPlan {
   // of the plan, used under the compiled function's lock).
   std::vector<char> parameter_step;
   std::vector<int> cached_values;
-  std::vector<int> parameter_inputs;  // and constant inputs: what the cache's key covers
+  std::vector<int> parameter_inputs;  // what the cache's key covers
   std::shared_ptr<ParameterCache> cache;
   std::vector<int> last_use;   // per value: the last step reading it; steps.size() for a graph output
   std::vector<const OpReplay*> replay;                 // per node
