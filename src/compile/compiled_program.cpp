@@ -69,18 +69,23 @@ namespace {
 
 // Runs a variant's graph for one call; with a backward graph, makes its outputs those of one
 // autograd node.
-// cache_hit: null where the parameter cache must not be used (mode ReduceOverhead: a CUDA graph
-// captured on a call that reused cached values would never see an in-place update of a parameter).
-std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call, bool* cache_hit) {
+// skipped: null where the parameter cache must not be used (mode ReduceOverhead: a CUDA graph captured
+// on a call that reused cached values would never see an in-place update of a parameter); else it
+// receives how many steps the call reused from the cache (0 on a miss).
+std::vector<Tensor> run_variant(const Variant& v, const compiler::CallState& call, int* skipped) {
   const bool records = is_grad_enabled() && v.inputs_require_grad && !v.backward;
   const bool fused = v.fused && !records;
   const compiler::ExecutionPlan& plan = fused ? *v.fused : v.plan;
   const compiler::Graph& graph = fused ? v.fused_graph : v.graph;
   // Note [Parameter-derived steps]: where nothing takes a gradient (inference), not while training,
   // and not into a CUDA graph being captured (its replays would never recompute them).
-  const bool use_cache = cache_hit && !(is_grad_enabled() && v.inputs_require_grad) && !cuda::is_current_stream_capturing();
-  if (!v.backward || !is_grad_enabled())
-    return compiler::execute(graph, plan, call.args, call.params, {}, use_cache, cache_hit);
+  const bool use_cache = skipped && !(is_grad_enabled() && v.inputs_require_grad) && !cuda::is_current_stream_capturing();
+  if (!v.backward || !is_grad_enabled()) {
+    bool hit = false;
+    std::vector<Tensor> out = compiler::execute(graph, plan, call.args, call.params, {}, use_cache, &hit);
+    if (skipped) *skipped = hit ? static_cast<int>(std::count(plan.parameter_step.begin(), plan.parameter_step.end(), 1)) : 0;
+    return out;
+  }
   std::vector<Tensor> all;
   {
     NoGradGuard no_grad;
@@ -175,13 +180,11 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
     }
     ++s.stats.graph_calls;
     s.last_variant = static_cast<int>(i);
-    bool cache_hit = false;
-    std::vector<Tensor> out =
-        run_variant(v, call, s.options.mode == CompileMode::ReduceOverhead ? nullptr : &cache_hit);
-    if (cache_hit) {
+    int skipped = 0;
+    std::vector<Tensor> out = run_variant(v, call, s.options.mode == CompileMode::ReduceOverhead ? nullptr : &skipped);
+    if (skipped > 0) {
       ++s.stats.parameter_cache_hits;
-      const compiler::ExecutionPlan& plan = v.fused && !(is_grad_enabled() && v.inputs_require_grad && !v.backward) ? *v.fused : v.plan;
-      s.stats.parameter_steps = static_cast<int>(std::count(plan.parameter_step.begin(), plan.parameter_step.end(), 1));
+      s.stats.parameter_steps = skipped;
     }
     return out;
   }
