@@ -21,6 +21,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::Query;
 
+// c10d's TCPStore client puts "/" before every key it sends (its keyPrefix_), so torch.distributed's
+// set("k") is the key "/k" on the server. Ours does the same, so that either side reads what the other
+// wrote; the server stores keys as they arrive, and errors name the keys as the caller gave them.
+std::string on_wire(const std::string& key) { return "/" + key; }
+
 std::string key_list(const std::vector<std::string>& keys) {
   std::string s = "[";
   for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", '" : "'") + keys[i] + "'";
@@ -38,15 +43,16 @@ TCPStore::TCPStore(std::string host, TCPStoreOptions options)
   const auto deadline = Clock::now() + timeout_;
   fd_ = detail::tcp_connect(options.is_master ? "localhost" : host_, port_, deadline, what);
   try {
-    // VALIDATE, then a CHECK of no keys as the round trip that proves the server speaks the protocol
-    // (PING would do, but servers before PyTorch 2.4 do not know it; every 2.x server knows CHECK).
+    // VALIDATE, then a CHECK of one key as the round trip that proves the server speaks the protocol
+    // (PING would do, but servers before PyTorch 2.4 do not know it; every 2.x server knows CHECK; a
+    // CHECK of no keys is not used, since the libuv server's trace line reads the first key).
     wire::Writer w;
-    w.query(Query::Validate).value(wire::kValidationMagic).query(Query::Check).value(uint64_t{0});
+    w.query(Query::Validate).value(wire::kValidationMagic).query(Query::Check).value(uint64_t{1}).str(on_wire("tessera/handshake"));
     detail::tcp_send_all(fd_, w.out.data(), w.out.size(), what);
     uint8_t ready = 0xff;
     detail::tcp_recv_all(fd_, &ready, 1, deadline, what + ": the handshake (VALIDATE, CHECK)");
-    TS_CHECK(ready == static_cast<uint8_t>(wire::CheckReply::Ready), distributed::DistributedError, what,
-             ": the server answered the handshake with ", static_cast<int>(ready),
+    TS_CHECK(ready == static_cast<uint8_t>(wire::CheckReply::Ready) || ready == static_cast<uint8_t>(wire::CheckReply::NotReady),
+             distributed::DistributedError, what, ": the server answered the handshake with ", static_cast<int>(ready),
              ": it does not speak the TCPStore protocol of PyTorch 2.x");
   } catch (...) {
     detail::tcp_close(fd_);
@@ -85,7 +91,7 @@ struct Conn {
 
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Conn{fd_, "TCPStore.set('" + key + "')", Clock::now() + timeout_}.send(wire::Writer().query(Query::Set).str(key).vec(value));
+  Conn{fd_, "TCPStore.set('" + key + "')", Clock::now() + timeout_}.send(wire::Writer().query(Query::Set).str(on_wire(key)).vec(value));
 }
 
 void TCPStore::set(const std::string& key, const std::string& value) {
@@ -97,7 +103,7 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   const Conn c{fd_, "TCPStore.check(" + key_list(keys) + ")", Clock::now() + timeout_};
   wire::Writer w;
   w.query(Query::Check).value(static_cast<uint64_t>(keys.size()));
-  for (const auto& k : keys) w.str(k);
+  for (const auto& k : keys) w.str(on_wire(k));
   c.send(w);
   const auto r = c.recv<wire::CheckReply>();
   TS_CHECK(r == wire::CheckReply::Ready || r == wire::CheckReply::NotReady, distributed::DistributedError, c.what,
@@ -123,21 +129,21 @@ std::vector<uint8_t> TCPStore::get(const std::string& key) {
   wait({key});
   std::lock_guard<std::mutex> lock(mutex_);
   const Conn c{fd_, "TCPStore.get('" + key + "')", Clock::now() + timeout_};
-  c.send(wire::Writer().query(Query::Get).str(key));
+  c.send(wire::Writer().query(Query::Get).str(on_wire(key)));
   return c.recv_bytes();
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Conn c{fd_, "TCPStore.add('" + key + "')", Clock::now() + timeout_};
-  c.send(wire::Writer().query(Query::Add).str(key).value(delta));
+  c.send(wire::Writer().query(Query::Add).str(on_wire(key)).value(delta));
   return c.recv<int64_t>();
 }
 
 bool TCPStore::delete_key(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Conn c{fd_, "TCPStore.delete_key('" + key + "')", Clock::now() + timeout_};
-  c.send(wire::Writer().query(Query::DeleteKey).str(key));
+  c.send(wire::Writer().query(Query::DeleteKey).str(on_wire(key)));
   return c.recv<int64_t>() == 1;
 }
 

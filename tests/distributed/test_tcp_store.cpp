@@ -143,9 +143,9 @@ TEST(TCPStoreServer, AnswersQueriesSplitAcrossSegmentsAndPyTorchsWaitAndMultiGet
   RawClient raw(master.port());
   wire::Writer w;
   w.query(wire::Query::Validate).value(wire::kValidationMagic).query(wire::Query::Ping).value(uint32_t{77});
-  w.query(wire::Query::Set).str("k1").vec(bytes({1, 2, 3}));
+  w.query(wire::Query::Set).str("/k1").vec(bytes({1, 2, 3}));
   w.query(wire::Query::MultiSet).value(int64_t{2}).str("m1").vec(bytes({9})).str("m2").vec(bytes({}));
-  w.query(wire::Query::Get).str("k1");
+  w.query(wire::Query::Get).str("/k1");
   for (uint8_t b : w.out) {  // one byte per segment
     dist::detail::tcp_send_all(raw.fd, &b, 1, "raw");
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -155,24 +155,43 @@ TEST(TCPStoreServer, AnswersQueriesSplitAcrossSegmentsAndPyTorchsWaitAndMultiGet
   raw.send(wire::Writer().query(wire::Query::MultiGet).value(uint64_t{2}).str("m1").str("m2"));
   EXPECT_EQ(raw.recv_bytes(), bytes({9}));
   EXPECT_TRUE(raw.recv_bytes().empty());
-  raw.send(wire::Writer().query(wire::Query::CompareSet).str("k1").vec(bytes({1, 2, 3})).vec(bytes({4})));
+  raw.send(wire::Writer().query(wire::Query::CompareSet).str("/k1").vec(bytes({1, 2, 3})).vec(bytes({4})));
   EXPECT_EQ(raw.recv_bytes(), bytes({4}));
-  raw.send(wire::Writer().query(wire::Query::CompareSet).str("k1").vec(bytes({1})).vec(bytes({5})));
+  raw.send(wire::Writer().query(wire::Query::CompareSet).str("/k1").vec(bytes({1})).vec(bytes({5})));
   EXPECT_EQ(raw.recv_bytes(), bytes({4}));  // not swapped: the current value comes back
-  raw.send(wire::Writer().query(wire::Query::Append).str("k1").vec(bytes({6})));
+  raw.send(wire::Writer().query(wire::Query::Append).str("/k1").vec(bytes({6})));
   EXPECT_EQ(master.get("k1"), bytes({4, 6}));
 
   // WAIT parks until another client's write makes every key exist; CANCEL_WAIT unparks.
-  raw.send(wire::Writer().query(wire::Query::Wait).value(uint64_t{2}).str("k1").str("w"));
+  raw.send(wire::Writer().query(wire::Query::Wait).value(uint64_t{2}).str("/k1").str("/w"));
   std::this_thread::sleep_for(50ms);
   master.set("w", std::string("x"));
   EXPECT_EQ(raw.recv<wire::WaitReply>(), wire::WaitReply::StopWaiting);
-  raw.send(wire::Writer().query(wire::Query::Wait).value(uint64_t{1}).str("never"));
+  raw.send(wire::Writer().query(wire::Query::Wait).value(uint64_t{1}).str("/never"));
   raw.send(wire::Writer().query(wire::Query::CancelWait));
   EXPECT_EQ(raw.recv<wire::WaitReply>(), wire::WaitReply::WaitCanceled);
   master.set("never", std::string("now"));  // no STOP_WAITING follows a cancel
   raw.send(wire::Writer().query(wire::Query::Ping).value(uint32_t{5}));
   EXPECT_EQ(raw.recv<uint32_t>(), 5u);
+}
+
+// c10d's client sends every key with "/" before it (torch.distributed's set("k") writes "/k"); ours
+// must too, or neither side sees the other's keys (the failure first seen against PyTorch 2.11).
+TEST(TCPStore, KeysTravelWithPyTorchsSlashPrefix) {
+  dist::TCPStore master("127.0.0.1", {.is_master = true, .timeout = 5s});
+  master.set("rank0", std::string("id"));
+  RawClient raw(master.port());
+  raw.send(wire::Writer().query(wire::Query::Validate).value(wire::kValidationMagic).query(wire::Query::Get).str("/rank0"));
+  EXPECT_EQ(raw.recv_bytes(), bytes({'i', 'd'}));
+  raw.send(wire::Writer().query(wire::Query::Set).str("/from_torch").vec(bytes({7})));
+  EXPECT_EQ(master.get("from_torch"), bytes({7}));
+  raw.send(wire::Writer().query(wire::Query::Add).str("/n").value(int64_t{4}));
+  EXPECT_EQ(raw.recv<int64_t>(), 4);
+  EXPECT_EQ(master.add("n", 1), 5);
+  raw.send(wire::Writer().query(wire::Query::Check).value(uint64_t{1}).str("rank0"));  // no slash: another key
+  EXPECT_EQ(raw.recv<wire::CheckReply>(), wire::CheckReply::NotReady);
+  EXPECT_TRUE(master.check({"rank0", "from_torch", "n"}));
+  EXPECT_EQ(master.num_keys(), 3);  // the handshake's CHECK made no key
 }
 
 TEST(TCPStoreServer, DropsAPeerThatDoesNotSpeakTheProtocolAndServesTheOthers) {

@@ -1,6 +1,5 @@
 // distributed::TCPStore: a key-value store over TCP, as torch.distributed.TCPStore, modelled on its wire
-// format so that a tessera process can meet PyTorch's processes and torchrun's agent (not yet achieved:
-// see the end of this comment):
+// format so that a tessera process can meet PyTorch's processes and torchrun's agent:
 //
 //   ts::distributed::TCPStore store("10.0.0.1", {.port = 29500, .is_master = rank == 0});
 //   if (rank == 0) store.set("id", bytes);
@@ -16,17 +15,18 @@
 // Note [TCPStore wire format]: c10d's protocol, in the host's byte order (little-endian on every
 // machine we run): a client opens with VALIDATE (query byte 0, then the uint32 0x3C85F7CE), then each
 // query is one byte followed by its arguments, a string or a byte vector being a uint64 length and its
-// bytes. Our client's first query, a CHECK of no keys (answered READY), proves the server speaks the
-// protocol; PING (byte 13) would too, but only servers of PyTorch 2.4 and later know it. PyTorch 1.x
-// spoke an older protocol (no VALIDATE, so SET was byte 0): neither side talks to it. The server here
-// answers every query of PyTorch 2.x's client (SET, COMPARE_SET, GET, ADD, CHECK, WAIT and
-// CANCEL_WAIT, GETNUMKEYS, DELETE_KEY, APPEND, MULTI_GET, MULTI_SET, PING); the client sends SET, GET,
-// ADD, CHECK, DELETE_KEY and GETNUMKEYS, and waits by polling CHECK (so no WAIT is left pending on a
-// server when it gives up).
-// tests/distributed/tcp_store_interop.py runs both directions against torch's own TCPStore. Checked
-// against PyTorch 2.11 (libuv server): it does not interoperate yet (torch's server never saw this
-// client's writes), so under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) the rendezvous
-// fails; with the variables set by hand, where rank 0 hosts this store, it works.
+// bytes. The client puts "/" before every key, as c10d's TCPStore does (its keyPrefix_: torch's
+// set("k") stores "/k"); the server keeps keys as they arrive. Our client's first query, a CHECK of
+// one key, proves the server speaks the protocol; PING (byte 13) would too, but only servers of
+// PyTorch 2.4 and later know it. PyTorch 1.x spoke an older protocol (no VALIDATE, so SET was byte
+// 0): neither side talks to it. The server here answers every query of PyTorch 2.x's client (SET,
+// COMPARE_SET, GET, ADD, CHECK, WAIT and CANCEL_WAIT, GETNUMKEYS, DELETE_KEY, APPEND, MULTI_GET,
+// MULTI_SET, PING); the client sends SET, GET, ADD, CHECK, DELETE_KEY and GETNUMKEYS, and waits by
+// polling CHECK (so no WAIT is left pending on a server when it gives up).
+// tests/distributed/tcp_store_interop.py runs both directions against torch's own TCPStore (both of
+// its servers) and real torchrun, where a torch 2.x is importable. The first check against PyTorch
+// 2.11 failed because keys went without the "/" (each side waited for a key the other had written
+// under another name); fixed since.
 #pragma once
 #include <chrono>
 #include <cstdint>
