@@ -12,8 +12,10 @@ batches with the same hyperparameters, and their loss curves must agree.
 3. Both curves are smoothed (mean over 10-step windows) and compared: max relative difference of the
    smoothed losses; parity holds below 2%.
 
-Builds nothing. Used by bench/run_models.py (which writes the rows into bench/results/models.json); run
-alone it prints the comparison and exits 0 when parity holds, 1 otherwise.
+Builds nothing. Used by bench/run_models.py (--only parity: the rows of bench/results/models-partial.json;
+--parity: rows of a full run's models.json), which keeps both raw curves and re-derives the difference
+from them; run alone it prints the comparison and exits 0 when parity holds, 1 otherwise. --timeout bounds
+the tessera run (seconds).
 """
 import argparse
 import json
@@ -220,7 +222,8 @@ def python_sources_text(path, size=8 << 20):
     return path
 
 
-def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=None, fp32=False, tessera_args=()):
+def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=None, fp32=False, tessera_args=(),
+        timeout=900):
     """Runs both sides; returns a dict: max_rel_diff, meets, the raw and smoothed curves, settings."""
     out_dir = out_dir or tempfile.mkdtemp(prefix="gpt2_parity_")
     if text == "python":
@@ -232,7 +235,7 @@ def run(build, steps=200, config="small", batch=16, seq=256, text=None, out_dir=
     if fp32:
         cmd += ["--fp32"]
     cmd += list(tessera_args)
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout)
     with open(os.path.join(out_dir, "tessera_losses.json")) as f:
         ts_losses = json.load(f)["losses"]
     pt_losses, which, meta = torch_curve(out_dir)
@@ -255,6 +258,7 @@ def main():
     ap.add_argument("--fp32", action="store_true", help="float32 on both sides instead of bf16 autocast")
     ap.add_argument("--out-dir", default=None, help="where the two sides exchange weights and batches")
     ap.add_argument("--json-out", default=None, help="also write the result (curves included) as JSON here")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds for the tessera run, at most")
     ap.add_argument("--tessera-arg", action="append", default=[],
                     help="an extra bench_models argument, as --tessera-arg=--no-flash or --tessera-arg=--gpt-logits (repeatable)")
     a = ap.parse_args()
@@ -263,7 +267,7 @@ def main():
         extra += ["--lr", repr(a.lr)]
     if a.lr_warmup is not None:
         extra += ["--lr-warmup", str(a.lr_warmup)]
-    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32, extra)
+    r = run(a.build, a.steps, a.config, a.batch, a.seq, a.text, a.out_dir, a.fp32, extra, a.timeout)
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump(r, f)

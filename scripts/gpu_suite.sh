@@ -6,9 +6,11 @@
 #                        [--tests REGEX]
 # The unit tests run one executable per process (several at once); the GPU conformance cases run in one
 # process after the oracle (as ctest entries, one process per case, they take minutes longer).
-# --bench: the CUDA micro-benchmarks, the CUDA graph benchmarks and, where FASHION_MNIST names the
-# Fashion-MNIST directory, the bf16-autocast accuracy row. --models: the model benchmarks
-# (bench/run_models.py: GPT-2 124M, ResNet-50, MLP, attention, with torch.compile and the loss parity).
+# --bench: the CUDA micro-benchmarks and the amp-graphs suite (the CUDA graph rows and the bf16-autocast
+# accuracy row, on Fashion-MNIST from FASHION_MNIST where it names the directory, else the train
+# command's default). --models: the model benchmarks
+# (bench/run_models.py: GPT-2 124M, ResNet-50, MLP, attention, against eager, torch.compile and max-autotune;
+# the loss-curve parity rows are `bench/run_models.py --only parity`).
 # --distributed: the nccl backend at world size 1, the TCPStore against torch's and torchrun; with two
 # GPUs or more, the Collectives and DDP tests on 2 ranks over nccl, started by mpirun and by torchrun;
 # then DDP's overhead at world size 1 (bench/run_ddp.py). NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
@@ -165,12 +167,8 @@ if [ $bench = 1 ]; then
   python3 bench/run_cuda_micro.py --build build > "$OUT/bench.log" 2>&1 || rc=1
   tail -40 "$OUT/bench.log"
   build/bench/bench_launch_floor >> "$OUT/bench.log" 2>&1
-  echo "==> CUDA graph benchmarks"
-  python3 bench/run_cuda_graph.py --build build >> "$OUT/bench.log" 2>&1 || rc=1
-  if [ -n "${FASHION_MNIST:-}" ]; then
-    echo "==> bf16 autocast accuracy (CNN, Fashion-MNIST)"
-    python3 bench/run_amp_accuracy.py --build build --data "$FASHION_MNIST" >> "$OUT/bench.log" 2>&1 || rc=1
-  fi
+  echo "==> CUDA graph benchmarks and bf16 autocast accuracy (bench/run_amp_graphs.py)"
+  python3 bench/run_amp_graphs.py --build build ${FASHION_MNIST:+--data "$FASHION_MNIST"} >> "$OUT/bench.log" 2>&1 || rc=1
   cp bench/results/cuda-micro.json bench/results/amp-graphs.json "$OUT/" 2>/dev/null
 fi
 if [ $models = 1 ]; then

@@ -5,14 +5,19 @@
 // same row names; bench/run_cuda_micro.py runs both and writes bench/results/cuda-micro.json.
 //
 // Output: one JSON object per line, on stdout,
-//   {"name": "add_f32_256M", "unit": "GB/s", "value": 3950.2, "ms": 0.815, "peak_mem_gib": 3.0}
+//   {"name": "add_f32_256M", "unit": "GB/s", "value": 3950.2, "ms": 0.815, "bytes": 3221225472,
+//    "samples_ms": [0.816, 0.814, ...], "peak_mem_gib": 3.0}
 // or, where the op raises (a kernel family not there yet, out of memory), an error row, and the run
 // goes on:
 //   {"name": "add_f32_256M", "unit": "GB/s", "value": null, "error": "NotImplementedError: ..."}
-// Timing: CUDA events on the current stream around each call, after warm-up; the median of --runs
-// (>= 20) calls. Eager overhead and allocation are host wall times (synchronized at the end). Data is
-// random (ts::randn on the GPU; generated on the host and copied where the GPU generator is missing).
-// GB/s count bytes read + written (the device copy too: 2 x 1 GiB per copy); 1 GB = 1e9 bytes.
+// Timing: CUDA events on the current stream around each call, after warm-up; "ms" is the median of the
+// --runs (>= 20) calls whose times are "samples_ms". Eager overhead and allocation are host wall times
+// (synchronized at the end). Data is random (ts::randn on the GPU; generated on the host and copied where
+// the GPU generator is missing). The row's value follows from "ms" and the work it names: GB/s = "bytes"
+// (read + written; the device copy too: 2 x 1 GiB per copy; 1 GB = 1e9 bytes) per second, TFLOP/s =
+// "flops" per second, us/op = "ms" over "ops" calls, ms = "ms" (the ResNet-50 total: the sum of its
+// layers' medians, without samples of its own). Numbers carry 10 significant digits, so that
+// bench/run_cuda_micro.py's results check can re-derive every value from its samples.
 //
 // usage: bench_cuda_micro [--runs N] [--only SUBSTRING]
 #include <cuda_runtime_api.h>
@@ -61,7 +66,7 @@ std::string json_str(const std::string& s) {
 std::string num(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
 
@@ -75,8 +80,19 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Median milliseconds of `fn` between two CUDA events on the current stream, after warm-up.
-double time_ms(const std::function<void()>& fn) {
+// The milliseconds of each timed call and their median.
+struct Timing {
+  double ms;
+  std::vector<double> samples;
+};
+
+Timing timing(std::vector<double> t) {
+  const double m = median(t);
+  return Timing{m, std::move(t)};
+}
+
+// Milliseconds of `fn` between two CUDA events on the current stream, after warm-up.
+Timing time_ms(const std::function<void()>& fn) {
   for (int i = 0; i < opt.warmup; ++i) fn();
   ts::cuda::Event start(true), stop(true);
   std::vector<double> t;
@@ -87,11 +103,11 @@ double time_ms(const std::function<void()>& fn) {
     stop.synchronize();
     t.push_back(start.elapsed_time(stop));
   }
-  return median(t);
+  return timing(std::move(t));
 }
 
-// Median host wall milliseconds of `fn` (which synchronizes itself), after one warm-up call.
-double wall_ms(const std::function<void()>& fn) {
+// Host wall milliseconds of `fn` (which synchronizes itself), after one warm-up call.
+Timing wall_ms(const std::function<void()>& fn) {
   fn();
   std::vector<double> t;
   for (int i = 0; i < opt.runs; ++i) {
@@ -99,7 +115,7 @@ double wall_ms(const std::function<void()>& fn) {
     fn();
     t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  return median(t);
+  return timing(std::move(t));
 }
 
 // Random data on the GPU, never zeros.
@@ -120,10 +136,31 @@ std::optional<double> peak_gib() {
 }
 
 struct Result {
-  double value;             // in the row's unit
-  double ms;                // median time of one call
-  std::string extra;        // more JSON members, ", \"k\": v"
+  double value;                 // in the row's unit
+  double ms;                    // median time of one call
+  std::string extra;            // more JSON members, ", \"k\": v"
+  std::vector<double> samples;  // the time of each timed call (ms)
 };
+
+double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+// A row's result from its timing and the work of one call, which the row prints beside the samples.
+Result by_bytes(double bytes, const Timing& t, const std::string& extra = "") {
+  return Result{gbps(bytes, t.ms), t.ms, ", \"bytes\": " + num(bytes) + extra, t.samples};
+}
+Result by_flops(double flops, const Timing& t, const std::string& extra = "") {
+  return Result{flops / (t.ms * 1e-3) / 1e12, t.ms, ", \"flops\": " + num(flops) + extra, t.samples};
+}
+Result per_op(double ops, const Timing& t) {
+  return Result{t.ms * 1e3 / ops, t.ms, ", \"ops\": " + num(ops), t.samples};
+}
+Result in_ms(const Timing& t, const std::string& extra = "") { return Result{t.ms, t.ms, extra, t.samples}; }
+
+std::string json_list(const std::vector<double>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + num(v[i]);
+  return o + "]";
+}
 
 // Runs one row; an exception (a missing kernel, out of memory) becomes an error row.
 void row(const std::string& name, const std::string& unit, const std::function<Result()>& measure) {
@@ -146,6 +183,7 @@ void row(const std::string& name, const std::string& unit, const std::function<R
     std::optional<double> peak = peak_gib();
     line += ", \"value\": " + num(r.value) + ", \"ms\": " + num(r.ms) +
             ", \"peak_mem_gib\": " + (peak ? num(*peak) : std::string("null")) + r.extra;
+    if (!r.samples.empty()) line += ", \"samples_ms\": " + json_list(r.samples);
   } catch (const std::exception& e) {
     line += ", \"value\": null, \"error\": " + json_str(e.what());
     (void)cudaGetLastError();  // a launch error is reported in this row, not in the next one
@@ -158,16 +196,14 @@ void row(const std::string& name, const std::string& unit, const std::function<R
   }
 }
 
-double gbps(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
-
 // ---- device copy: the floor every bandwidth row is compared with --------------------------------
 void bench_copy_reference() {
   row("copy_d2d_f32_256M", "GB/s", [] {
     ts::Tensor src = random({k256M}, ts::kFloat32), dst = ts::empty({k256M}, {ts::kFloat32, kGpu});
     size_t bytes = size_t(k256M) * 4;
     auto stream = static_cast<cudaStream_t>(ts::cuda::current_stream().handle());
-    double ms = time_ms([&] { check(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); });
-    return Result{gbps(2.0 * bytes, ms), ms, ""};
+    const Timing tm = time_ms([&] { check(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync"); });
+    return by_bytes(2.0 * bytes, tm);
   });
 }
 
@@ -186,23 +222,19 @@ void bench_elementwise() {
     };
     row("add_" + sfx, "GB/s", [&] {
       inputs();
-      double ms = time_ms([&] { ts::add_out(*a, *b, *out); });
-      return Result{gbps(3 * n * es, ms), ms, ""};
+      return by_bytes(3 * n * es, time_ms([&] { ts::add_out(*a, *b, *out); }));
     });
     row("mul_" + sfx, "GB/s", [&] {
       inputs();
-      double ms = time_ms([&] { ts::mul_out(*a, *b, *out); });
-      return Result{gbps(3 * n * es, ms), ms, ""};
+      return by_bytes(3 * n * es, time_ms([&] { ts::mul_out(*a, *b, *out); }));
     });
     row("gelu_" + sfx, "GB/s", [&] {  // no out= form: the caching allocator hands back the same block
       inputs();
-      double ms = time_ms([&] { ts::gelu(*a); });
-      return Result{gbps(2 * n * es, ms), ms, ""};
+      return by_bytes(2 * n * es, time_ms([&] { ts::gelu(*a); }));
     });
     row("copy_" + sfx, "GB/s", [&] {
       inputs();
-      double ms = time_ms([&] { out->copy_(*a); });
-      return Result{gbps(2 * n * es, ms), ms, ""};
+      return by_bytes(2 * n * es, time_ms([&] { out->copy_(*a); }));
     });
   }
 }
@@ -214,8 +246,7 @@ void bench_reductions() {
   for (int dim : {1, 0}) {
     row(std::string(dim == 1 ? "sum_lastdim" : "sum_firstdim") + "_f32_16384x16384", "GB/s", [&] {
       if (!x) x = random({m, m}, ts::kFloat32);
-      double ms = time_ms([&] { ts::sum(*x, dim); });
-      return Result{gbps(double(m) * m * 4 + double(m) * 4, ms), ms, ""};
+      return by_bytes(double(m) * m * 4 + double(m) * 4, time_ms([&] { ts::sum(*x, dim); }));
     });
   }
 }
@@ -225,14 +256,12 @@ void bench_norms() {
   const int64_t r = 16384, c = 4096;
   row("softmax_bf16_16384x4096", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16);
-    double ms = time_ms([&] { ts::softmax(x, -1); });
-    return Result{ms, ms, ""};
+    return in_ms(time_ms([&] { ts::softmax(x, -1); }));
   });
   row("layer_norm_fwd_bf16_16384x4096", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16), b = random({c}, ts::kBFloat16);
     ts::NoGradGuard g;
-    double ms = time_ms([&] { ts::nn::functional::layer_norm(x, {c}, w, b); });
-    return Result{ms, ms, ""};
+    return in_ms(time_ms([&] { ts::nn::functional::layer_norm(x, {c}, w, b); }));
   });
   row("layer_norm_bwd_bf16_16384x4096", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16), b = random({c}, ts::kBFloat16);
@@ -241,14 +270,12 @@ void bench_norms() {
     w.requires_grad_();
     b.requires_grad_();
     ts::Tensor y = ts::nn::functional::layer_norm(x, {c}, w, b);
-    double ms = time_ms([&] { ts::autograd::grad({y}, {x, w, b}, {gy}, true); });
-    return Result{ms, ms, ""};
+    return in_ms(time_ms([&] { ts::autograd::grad({y}, {x, w, b}, {gy}, true); }));
   });
   row("rms_norm_fwd_bf16_16384x4096", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16), w = random({c}, ts::kBFloat16);
     ts::NoGradGuard g;
-    double ms = time_ms([&] { ts::nn::functional::rms_norm(x, {c}, w, 1e-6); });
-    return Result{ms, ms, ""};
+    return in_ms(time_ms([&] { ts::nn::functional::rms_norm(x, {c}, w, 1e-6); }));
   });
 }
 
@@ -276,15 +303,13 @@ void bench_attention() {
     row("attention_fwd_" + tag, "TFLOP/s", [&] {
       const std::vector<ts::Tensor> x = qkv();
       ts::NoGradGuard g;
-      double ms = time_ms([&] { attend(x); });
-      return Result{fwd_flops / (ms * 1e-3) / 1e12, ms, ""};
+      return by_flops(fwd_flops, time_ms([&] { attend(x); }));
     });
     row("attention_fwd_bwd_" + tag, "TFLOP/s", [&] {
       std::vector<ts::Tensor> x = qkv();
       for (ts::Tensor& t : x) t.requires_grad_();
       const ts::Tensor gy = random({c.b, c.h, c.t, c.d}, ts::kBFloat16);
-      double ms = time_ms([&] { ts::autograd::grad({attend(x)}, x, {gy}); });
-      return Result{3.5 * fwd_flops / (ms * 1e-3) / 1e12, ms, ""};
+      return by_flops(3.5 * fwd_flops, time_ms([&] { ts::autograd::grad({attend(x)}, x, {gy}); }));
     });
   }
 }
@@ -296,11 +321,11 @@ void bench_loss() {
     ts::Tensor x = random({r, c}, ts::kBFloat16);
     x.requires_grad_();
     ts::Tensor t = ts::randint(0, c, {r}, {ts::kInt64, kGpu});
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor loss = ts::nn::functional::cross_entropy(x, t);
       ts::autograd::grad({loss}, {x});
     });
-    return Result{ms, ms, ""};
+    return in_ms(tm);
   });
 }
 
@@ -313,22 +338,22 @@ void bench_fused() {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_(), res = random({r, c}, ts::kBFloat16).requires_grad_();
     ts::Tensor w = random({c}, ts::kBFloat16).requires_grad_(), b = random({c}, ts::kBFloat16).requires_grad_();
     ts::Tensor gs = random({r, c}, ts::kBFloat16), gy = random({r, c}, ts::kBFloat16);
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       auto [s, y] = F::add_layer_norm(x, res, {c}, w, b);
       ts::autograd::grad({s, y}, {x, res, w, b}, {gs, gy});
     });
-    return Result{ms, ms, ""};
+    return in_ms(tm);
   });
   row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
     ts::Tensor w = ts::mul(random({f, c}, ts::kBFloat16), 1.0 / std::sqrt(double(c))).requires_grad_();
     ts::Tensor b = random({f}, ts::kBFloat16).requires_grad_();
     ts::Tensor gy = random({r, f}, ts::kBFloat16);
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor y = F::linear_gelu(x, w, b);
       ts::autograd::grad({y}, {x, w, b}, {gy});
     });
-    return Result{ms, ms, ""};
+    return in_ms(tm);
   });
   row("mlp_gelu_fwd_bwd_bf16_16384x768x3072x768", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
@@ -337,11 +362,11 @@ void bench_fused() {
     ts::Tensor w2 = ts::mul(random({c, f}, ts::kBFloat16), 1.0 / std::sqrt(double(f))).requires_grad_();
     ts::Tensor b2 = random({c}, ts::kBFloat16).requires_grad_();
     ts::Tensor gy = random({r, c}, ts::kBFloat16);
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor y = F::mlp_gelu(x, w1, b1, w2, b2);
       ts::autograd::grad({y}, {x, w1, b1, w2, b2}, {gy});
     });
-    return Result{ms, ms, ""};
+    return in_ms(tm);
   });
   // The classifier alone, unfused: logits of 50257 columns (rows not 16-byte aligned: Note [Aligned
   // GEMM staging]), forward and both gradients.
@@ -349,21 +374,21 @@ void bench_fused() {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
     ts::Tensor w = ts::mul(random({v, c}, ts::kBFloat16), 0.02).requires_grad_();
     ts::Tensor gy = random({r, v}, ts::kBFloat16);
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor y = F::linear(x, w);
       ts::autograd::grad({y}, {x, w}, {gy});
     });
-    return Result{ms, ms, ""};
+    return in_ms(tm);
   });
   row("linear_cross_entropy_fwd_bwd_bf16_16384x768x50257", "ms", [&] {
     ts::Tensor x = random({r, c}, ts::kBFloat16).requires_grad_();
     ts::Tensor w = ts::mul(random({v, c}, ts::kBFloat16), 0.02).requires_grad_();
     ts::Tensor t = ts::randint(0, v, {r}, {ts::kInt64, kGpu});
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor loss = F::linear_cross_entropy(x, w, t);
       ts::autograd::grad({loss}, {x, w});
     });
-    return Result{ms, ms, ", \"chunk_rows\": 4096"};
+    return in_ms(tm, ", \"chunk_rows\": 4096");
   });
 }
 
@@ -373,22 +398,21 @@ void bench_matmul() {
   const double flops = 2.0 * n * n * n;
   row("matmul_bf16_8192", "TFLOP/s", [&] {
     ts::Tensor a = random({n, n}, ts::kBFloat16), b = random({n, n}, ts::kBFloat16);
-    double ms = time_ms([&] { ts::matmul(a, b); });
-    return Result{flops / (ms * 1e-3) / 1e12, ms, ""};
+    return by_flops(flops, time_ms([&] { ts::matmul(a, b); }));
   });
   row("matmul_f32_tf32_8192", "TFLOP/s", [&] {
     ts::Tensor a = random({n, n}, ts::kFloat32), b = random({n, n}, ts::kFloat32);
     bool prev = ts::cuda::allow_tf32();
     ts::cuda::set_allow_tf32(true);
-    double ms;
+    Timing tm{};
     try {
-      ms = time_ms([&] { ts::matmul(a, b); });
+      tm = time_ms([&] { ts::matmul(a, b); });
     } catch (...) {
       ts::cuda::set_allow_tf32(prev);
       throw;
     }
     ts::cuda::set_allow_tf32(prev);
-    return Result{flops / (ms * 1e-3) / 1e12, ms, ""};
+    return by_flops(flops, tm);
   });
 }
 
@@ -447,13 +471,13 @@ void bench_conv() {
       w.requires_grad_();
       int64_t ho = (l.hw + 2 * l.pad - l.k) / l.stride + 1;
       ts::Tensor gy = channels_last(random({batch, l.cout, ho, ho}, ts::kBFloat16));
-      double ms = time_ms([&] {
+      const Timing tm = time_ms([&] {
         ts::Tensor y = ts::conv2d(x, w, std::nullopt, l.stride, l.pad);
         ts::autograd::grad({y}, {x, w}, {gy});
       });
-      total += ms;
+      total += tm.ms;
       ok = true;
-      return Result{ms, ms, extra};
+      return in_ms(tm, extra);
     });
     complete = complete && ok;
   }
@@ -476,11 +500,11 @@ void bench_batch_norm() {
     x.requires_grad_();
     w.requires_grad_();
     b.requires_grad_();
-    double ms = time_ms([&] {
+    const Timing tm = time_ms([&] {
       ts::Tensor y = ts::nn::functional::batch_norm(x, rm, rv, w, b, /*training=*/true, 0.1, 1e-5);
       ts::autograd::grad({y}, {x, w, b}, {gy});
     });
-    return Result{ms, ms, ", \"layout\": \"channels_last\""};
+    return in_ms(tm, ", \"layout\": \"channels_last\"");
   });
 }
 
@@ -488,12 +512,11 @@ void bench_batch_norm() {
 void bench_overhead() {
   row("eager_add_1024_x1000", "us/op", [] {
     ts::Tensor x0 = random({1024}, ts::kFloat32), y = random({1024}, ts::kFloat32);
-    double ms = wall_ms([&] {
+    return per_op(1000, wall_ms([&] {
       ts::Tensor x = x0;
       for (int i = 0; i < 1000; ++i) x = ts::add(x, y);
       ts::cuda::synchronize();
-    });
-    return Result{ms * 1e3 / 1000, ms, ""};
+    }));
   });
   // Diagnostics of the row above (no PyTorch counterpart): the host's share (the loop without the
   // final synchronization) and the same adds into a preallocated output (no allocator).
@@ -509,26 +532,23 @@ void bench_overhead() {
       ts::cuda::synchronize();
       t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
-    const double ms = median(t);
-    return Result{ms * 1e3 / 1000, ms, ""};
+    return per_op(1000, timing(std::move(t)));
   });
   row("eager_add_out_1024_x1000", "us/op", [] {
     ts::Tensor a = random({1024}, ts::kFloat32), b = random({1024}, ts::kFloat32), y = random({1024}, ts::kFloat32);
-    double ms = wall_ms([&] {
+    return per_op(1000, wall_ms([&] {
       for (int i = 0; i < 500; ++i) {
         ts::add_out(a, y, b);
         ts::add_out(b, y, a);
       }
       ts::cuda::synchronize();
-    });
-    return Result{ms * 1e3 / 1000, ms, ""};
+    }));
   });
   row("alloc_free_1MiB", "us/op", [] {
     const int iters = 10000;
-    double ms = wall_ms([&] {
+    return per_op(iters, wall_ms([&] {
       for (int i = 0; i < iters; ++i) ts::Tensor t = ts::empty({262144}, {ts::kFloat32, kGpu});
-    });
-    return Result{ms * 1e3 / iters, ms, ""};
+    }));
   });
 }
 

@@ -1,8 +1,10 @@
 // Model training benchmarks (issue "GPT-2 and ResNet-50 training at PyTorch speed or better"):
 //   gpt2      GPT-2 124M (models::GPT2Config's defaults, dropout 0) training step, batch 16 x 1024 tokens,
 //             bfloat16 autocast, clip_grad_norm_ 1.0, fused AdamW: tokens/s and peak memory; the loss
-//             through GPT2::loss (the chunked classifier + cross-entropy), or with --gpt-logits through
-//             the (B T, V) logits and cross_entropy, as PyTorch's script does;
+//             through GPT2::loss (the chunked classifier + cross-entropy, linear_cross_entropy), or with
+//             --gpt-logits through the (B T, V) logits and cross_entropy, as PyTorch's script does;
+//             --gpt-vocab N sets the vocabulary (50257, GPT-2's, by default; 50304 pads it to a multiple
+//             of 64 as nanoGPT does), --gpt-rows times several such rows in one process;
 //   resnet50  ResNet-50, batch 256, 224x224, channels-last, bfloat16 autocast, SGD momentum 0.9 weight
 //             decay 5e-5: images/s and peak memory;
 //   mlp       the MLP 784-512-512-10 step (batch 128, float32, SGD momentum 0.9): steps/s;
@@ -11,10 +13,14 @@
 // runs both and writes bench/results/models.json.
 //
 // Output: one JSON object per line on stdout: {"name": "...", "unit": "tokens/s", "value": 1.2e5,
-// "ms": 33.1, "peak_mem_bytes": 123456789}. Timing: after --warmup steps, CUDA events around --iters
-// back-to-back steps on the current stream (no host synchronization inside); the median over --runs
-// such measurements. Peak memory: cuda::memory_stats' "allocated_bytes.all.peak", reset after the
-// warm-up, so it holds the parameters, gradients, optimizer state and the step's activations.
+// "ms": 33.1, "peak_mem_bytes": 123456789, "samples_ms": [33.0, 33.1, ...], "warmup_s": 2.5}. Timing:
+// after --warmup steps, CUDA events around --iters back-to-back steps on the current stream (no host
+// synchronization inside); "samples_ms" holds each of the --runs such measurements (ms per step), "ms"
+// their median and "value" the row's unit of it; "warmup_s" is the host time of the warm-up steps.
+// Peak memory: cuda::memory_stats' "allocated_bytes.all.peak", reset after the warm-up, so it holds the
+// parameters, gradients, optimizer state and the step's activations. The token ids of the GPT-2 rows are
+// drawn below 50257 (GPT-2's tokenizer) whatever the vocabulary: the padded classes are never a target,
+// as in nanoGPT, and bench/torch/models.py draws the same range.
 //
 // Loss-curve mode (bench/gpt2_loss_parity.py drives it):
 //   bench_models --loss-curve N --out-dir DIR [--config small|124m] [--batch B] [--seq T] [--text FILE]
@@ -32,13 +38,20 @@
 // and --unfused-adamw (AdamW's per-parameter steps), in the loss curve only. --lr X and --lr-warmup N
 // set the peak learning rate and the warm-up steps (defaults: 1e-3 small, 6e-4 124m; a tenth of N).
 //
-// usage: bench_models [--only SUBSTR] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16] [--gpt-seq 1024] [--gpt-logits]
+// usage: bench_models [--only SUBSTR[,SUBSTR...]] [--warmup N] [--runs N] [--iters N] [--gpt-batch 16]
+//                     [--gpt-seq 1024] [--gpt-vocab 50257] [--gpt-logits] [--gpt-rows SPEC[,SPEC...]]
 //                     [--gpt-chunk 16384] [--gpt-checkpoint] [--profile]
+//                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
+// --only: the rows whose name contains one of the comma-separated parts.
+// --gpt-vocab N: the GPT-2 row's vocabulary; its name ends in _vN unless N is 50257.
+// --gpt-rows: instead of the one GPT-2 row of --gpt-vocab and --gpt-logits, one row per SPEC, "VOCAB"
+// (GPT2::loss) or "VOCAB:logits" (the full logits), e.g. 50304,50257,50304:logits, in that order; names
+// gpt2_124m_train_bBxT[_vVOCAB][_logits] (--gpt-logits alone keeps the name the row always had).
 // --gpt-checkpoint: every block checkpointed (GPT2Config::gradient_checkpointing); the row's name ends
 // in _checkpointed, its peak memory is the figure to compare.
-//                     [--resnet-batch 256] [--cudnn-benchmark] [--no-flash]
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <iomanip>
 #include <cmath>
 #include <cstdio>
@@ -61,8 +74,15 @@ namespace F = tessera::nn::functional;
 
 namespace {
 
+// One GPT-2 row of --gpt-rows: its vocabulary and whether the loss goes through the full logits.
+struct GptRow {
+  int64_t vocab = 50257;
+  bool logits = false;
+};
+
 struct Args {
-  std::string only;
+  std::vector<std::string> only;  // --only's comma-separated parts
+
   int warmup = 5, runs = 7, iters = 3;
   int64_t gpt_batch = 16, gpt_seq = 1024, resnet_batch = 256;
   // loss-curve mode
@@ -72,6 +92,8 @@ struct Args {
   uint64_t seed = 1337;
   bool fp32 = false;
   bool gpt_logits = false;     // GPT-2's loss through the full logits instead of GPT2::loss
+  int64_t gpt_vocab = 50257;   // the GPT-2 row's vocabulary (GPT2Config::vocab_size)
+  std::vector<GptRow> gpt_rows;  // --gpt-rows: several GPT-2 rows instead of the one above
   bool gpt_checkpoint = false; // every GPT-2 block checkpointed (GPT2Config::gradient_checkpointing)
   int64_t gpt_chunk = 16384;   // GPT2::loss's chunk_rows (rows of logits held at once; its default)
   double lr = 0;               // the loss curve's peak learning rate; 0: 1e-3 (small), 6e-4 (124m)
@@ -84,7 +106,58 @@ struct Args {
 };
 Args g_args;
 
-bool selected(const std::string& name) { return g_args.only.empty() || name.find(g_args.only) != std::string::npos; }
+bool selected(const std::string& name) {
+  if (g_args.only.empty()) return true;
+  for (const std::string& part : g_args.only)
+    if (name.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// A vocabulary of --gpt-vocab or --gpt-rows: an integer of at least 2, else the usage error (exit 2).
+int64_t parse_vocab(const std::string& s, const char* flag) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 2) {
+    std::fprintf(stderr, "bench_models: %s: %s is not a vocabulary size (an integer >= 2)\n", flag, s.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
+// --gpt-rows 50304,50257,50304:logits
+std::vector<GptRow> parse_gpt_rows(const std::string& spec) {
+  std::vector<GptRow> rows;
+  for (const std::string& part : split_commas(spec)) {
+    const size_t colon = part.find(':');
+    GptRow r;
+    r.vocab = parse_vocab(part.substr(0, colon), "--gpt-rows");
+    if (colon != std::string::npos) {
+      const std::string loss = part.substr(colon + 1);
+      if (loss != "logits" && loss != "fused") {
+        std::fprintf(stderr, "bench_models: --gpt-rows: %s: the loss is 'logits' or 'fused'\n", part.c_str());
+        std::exit(2);
+      }
+      r.logits = loss == "logits";
+    }
+    rows.push_back(r);
+  }
+  if (rows.empty()) {
+    std::fprintf(stderr, "bench_models: --gpt-rows needs at least one VOCAB[:logits]\n");
+    std::exit(2);
+  }
+  return rows;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -101,12 +174,16 @@ int64_t peak_allocated() {
 struct Timing {
   double ms;             // median milliseconds per step
   int64_t peak_bytes;    // peak allocated bytes over the timed steps
+  std::vector<double> samples_ms;  // each run's milliseconds per step
+  double warmup_s;       // host seconds of the warm-up steps
 };
 
 // Warm-up, then the median over g_args.runs of (CUDA-event time of g_args.iters steps) / iters.
 Timing time_steps(const std::function<void()>& step) {
+  const auto warm_start = std::chrono::steady_clock::now();
   for (int i = 0; i < g_args.warmup; ++i) step();
   cuda::synchronize();
+  const double warmup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count();
   cuda::reset_peak_memory_stats();
   cuda::Event start(true), stop(true);
   std::vector<double> t;
@@ -117,7 +194,7 @@ Timing time_steps(const std::function<void()>& step) {
     stop.synchronize();
     t.push_back(static_cast<double>(start.elapsed_time(stop)) / g_args.iters);
   }
-  return {median(t), peak_allocated()};
+  return {median(t), peak_allocated(), t, warmup_s};
 }
 
 // --profile: two more steps under the profiler (CPU and CUDA), their op table on stderr, sorted by
@@ -139,8 +216,15 @@ void profile_steps(const std::string& name, const std::function<void()>& step) {
 }
 
 void emit(const std::string& name, const char* unit, double value, const Timing& t) {
-  std::printf("{\"name\": \"%s\", \"unit\": \"%s\", \"value\": %.6g, \"ms\": %.6g, \"peak_mem_bytes\": %lld}\n",
-              name.c_str(), unit, value, t.ms, static_cast<long long>(t.peak_bytes));
+  std::string samples;
+  char buf[32];
+  for (const double ms : t.samples_ms) {
+    std::snprintf(buf, sizeof buf, "%.9g", ms);  // the raw samples keep their precision
+    samples += (samples.empty() ? "" : ", ") + std::string(buf);
+  }
+  std::printf("{\"name\": \"%s\", \"unit\": \"%s\", \"value\": %.6g, \"ms\": %.6g, \"peak_mem_bytes\": %lld, "
+              "\"samples_ms\": [%s], \"warmup_s\": %.4g}\n",
+              name.c_str(), unit, value, t.ms, static_cast<long long>(t.peak_bytes), samples.c_str(), t.warmup_s);
   std::fflush(stdout);
 }
 
@@ -167,14 +251,18 @@ void guarded(const std::string& name, const std::function<void()>& work) {
   cuda::empty_cache();
 }
 
-// GPT-2 124M training step: bf16 autocast, loss, backward, clip 1.0, fused AdamW.
-void bench_gpt2() {
+// GPT-2 124M training step: bf16 autocast, loss, backward, clip 1.0, fused AdamW. `logits`: the loss
+// through the full (B T, V) logits and cross_entropy instead of GPT2::loss; `logits_suffix`: the name
+// says so (the rows of --gpt-rows; --gpt-logits alone keeps the name it always had).
+void bench_gpt2(int64_t vocab, bool logits, bool logits_suffix) {
   const int64_t B = g_args.gpt_batch, T = g_args.gpt_seq;
   const std::string name = "gpt2_124m_train_b" + std::to_string(B) + "x" + std::to_string(T) +
-                           (g_args.gpt_checkpoint ? "_checkpointed" : "");
+                           (vocab != 50257 ? "_v" + std::to_string(vocab) : "") +
+                           (logits && logits_suffix ? "_logits" : "") + (g_args.gpt_checkpoint ? "_checkpointed" : "");
   guarded(name, [&] {
     const ts::Device gpu = ts::Device::cuda();
     ts::models::GPT2Config cfg;
+    cfg.vocab_size = vocab;
     cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.0;
     cfg.gradient_checkpointing = g_args.gpt_checkpoint;
     cfg.n_positions = std::max<int64_t>(cfg.n_positions, T);
@@ -184,12 +272,13 @@ void bench_gpt2() {
     const std::vector<ts::Tensor> params = model.parameters();
     ts::optim::AdamW opt(params, {.lr = 6e-4, .betas = {0.9, 0.95}, .eps = 1e-8, .weight_decay = 0.1, .fused = true});
     const ts::TensorOptions i64(ts::kInt64, gpu);
-    ts::Tensor x = ts::randint(0, cfg.vocab_size, {B, T}, i64), y = ts::randint(0, cfg.vocab_size, {B, T}, i64);
+    const int64_t ids = std::min<int64_t>(cfg.vocab_size, 50257);  // GPT-2's tokens; padded classes never a target
+    ts::Tensor x = ts::randint(0, ids, {B, T}, i64), y = ts::randint(0, ids, {B, T}, i64);
     auto step = [&] {
       ts::Tensor loss;
       {
         ts::amp::autocast guard(gpu, ts::kBFloat16);
-        loss = g_args.gpt_logits ? model.forward(x, y).second : model.loss(x, y, g_args.gpt_chunk);
+        loss = logits ? model.forward(x, y).second : model.loss(x, y, g_args.gpt_chunk);
       }
       loss.backward();
       ts::nn::utils::clip_grad_norm_(params, 1.0);
@@ -458,7 +547,7 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--only") g_args.only = value();
+    if (a == "--only") g_args.only = split_commas(value());
     else if (a == "--warmup") g_args.warmup = std::max(1, std::atoi(value().c_str()));
     else if (a == "--runs") g_args.runs = std::max(1, std::atoi(value().c_str()));
     else if (a == "--iters") g_args.iters = std::max(1, std::atoi(value().c_str()));
@@ -474,6 +563,8 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_args.seed = std::strtoull(value().c_str(), nullptr, 10);
     else if (a == "--fp32") g_args.fp32 = true;
     else if (a == "--gpt-logits") g_args.gpt_logits = true;
+    else if (a == "--gpt-vocab") g_args.gpt_vocab = parse_vocab(value(), "--gpt-vocab");
+    else if (a == "--gpt-rows") g_args.gpt_rows = parse_gpt_rows(value());
     else if (a == "--gpt-checkpoint") g_args.gpt_checkpoint = true;
     else if (a == "--gpt-chunk") g_args.gpt_chunk = std::max(1LL, std::atoll(value().c_str()));
     else if (a == "--lr") g_args.lr = std::atof(value().c_str());
@@ -500,7 +591,11 @@ int main(int argc, char** argv) {
   // layers); --cudnn-benchmark times the candidates as PyTorch's cudnn.benchmark does.
   cuda::set_cudnn_benchmark(g_args.cudnn_benchmark);
   std::printf("{\"device\": \"%s\"}\n", cuda::get_device_properties().name.c_str());
-  bench_gpt2();
+  if (g_args.gpt_rows.empty()) {
+    bench_gpt2(g_args.gpt_vocab, g_args.gpt_logits, /*logits_suffix=*/false);
+  } else {
+    for (const GptRow& r : g_args.gpt_rows) bench_gpt2(r.vocab, r.logits, /*logits_suffix=*/true);
+  }
   bench_resnet50();
   bench_mlp();
   bench_attention(16, 12, 1024, 64);

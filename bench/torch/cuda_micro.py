@@ -1,11 +1,15 @@
 """The CUDA micro-benchmarks of bench/cuda/bench_cuda_micro.cpp, in PyTorch on the same GPU: same row
 names, shapes, dtypes, byte and FLOP counts, and the same timing (CUDA events after warm-up, median of
---runs calls; host wall time for the eager-overhead and allocation rows).
+--runs calls; host wall time for the eager-overhead and allocation rows). bench/run_cuda_micro.py runs it
+in alternating rounds with the tessera program.
 
-Prints one JSON object per line: {"name", "unit", "value", "ms", "peak_mem_gib", "compile"} where
-"compile" is the torch.compile figure (elementwise, softmax and layer-norm forward rows; null elsewhere,
-or where compiling fails, or with --no-compile). A row that raises prints {"name", "unit", "value": null,
-"error"} and the run goes on.
+Prints one JSON object per line, with the fields of the C++ side: {"name", "unit", "value", "ms",
+"samples_ms" (each timed call), "bytes" | "flops" | "ops" (the work of one call, from which the value
+follows: GB/s, TFLOP/s, us/op; ms rows have none), "peak_mem_gib"}, and on the rows where torch.compile
+applies (elementwise, reductions, softmax, layer norm forward and backward, RMS norm forward) "compile":
+the same function compiled with torch.compile (default mode), {"value", "ms", "samples_ms"}, or
+{"value": null, "error"} where compiling or running it failed. --no-compile leaves "compile" out. A row
+that raises prints {"name", "unit", "value": null, "error"} and the run goes on.
 """
 import argparse
 import json
@@ -21,7 +25,8 @@ N256M = 256 << 20
 OPT = None
 
 
-def median_ms(fn):
+def timed(fn):
+    """Milliseconds of each of --runs calls of fn between two CUDA events, after warm-up."""
     for _ in range(OPT.warmup):
         fn()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -32,45 +37,76 @@ def median_ms(fn):
         stop.record()
         stop.synchronize()
         t.append(start.elapsed_time(stop))
-    return statistics.median(t)
+    return t
 
 
-def wall_ms(fn):
+def wall(fn):
+    """Host wall milliseconds of each of --runs calls of fn (which synchronizes itself), after one warm-up."""
     fn()
     t = []
     for _ in range(OPT.runs):
         t0 = time.perf_counter()
         fn()
         t.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(t)
+    return t
 
 
-def gbps(nbytes, ms):
-    return nbytes / (ms * 1e-3) / 1e9
+# The value of a row from the median ms of one call and the work of that call, as bench_cuda_micro.cpp.
+FIGURE = {"bytes": lambda n, ms: n / (ms * 1e-3) / 1e9, "flops": lambda n, ms: n / (ms * 1e-3) / 1e12,
+          "ops": lambda n, ms: ms * 1e3 / n}
 
 
-def compiled_ms(make_fn, value_of):
-    """torch.compile figure of the same work (in the row's unit), or None."""
-    if not OPT.compile or not hasattr(torch, "compile"):
-        return None
+def result(samples, work=None):
+    """A row's fields from its samples (ms) and the work of one call, ("bytes" | "flops" | "ops", amount);
+    work None: a row in ms."""
+    ms = statistics.median(samples)
+    out = {"value": FIGURE[work[0]](work[1], ms) if work else ms, "ms": ms, "samples_ms": samples}
+    if work:
+        out[work[0]] = work[1]
+    return out
+
+
+def by_bytes(n, samples):
+    return result(samples, ("bytes", n))
+
+
+def by_flops(n, samples):
+    return result(samples, ("flops", n))
+
+
+def per_op(n, samples):
+    return result(samples, ("ops", n))
+
+
+def compiled(fn, work=None, timed_call=None):
+    """The "compile" field: fn compiled with torch.compile, timed as the eager call (timed_call(cfn) gives
+    the callable to time, for a backward), as {"value", "ms", "samples_ms"} or {"value": null, "error"};
+    {} (no field) with --no-compile."""
+    if not OPT.compile:
+        return {}
     try:
-        fn = torch.compile(make_fn(), dynamic=False)
-        return value_of(median_ms(fn))
+        torch._dynamo.reset()  # each row compiles afresh: no guard of another row's closure in the way
+        cfn = torch.compile(fn, dynamic=False)
+        r = result(timed(timed_call(cfn) if timed_call else cfn), work)
+        if work:
+            del r[work[0]]  # the work is the eager row's
+        return {"compile": r}
     except Exception as e:  # a compiler that is missing or fails: the eager figure stands alone
-        print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return None
+        return {"compile": {"value": None, "error": f"{type(e).__name__}: {str(e)[:500]}"}}
 
 
 def row(name, unit, measure):
-    if OPT.only and not any(part in name for part in OPT.only.split(",")):
+    if OPT.only and not any(part and part in name for part in OPT.only.split(",")):
         return
     out = {"name": name, "unit": unit}
     try:
         torch.cuda.reset_peak_memory_stats()
         r = measure()
-        out.update({"value": r[0], "ms": r[1], "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
-                    "compile": r[2] if len(r) > 2 else None})
-        out.update(r[3] if len(r) > 3 else {})
+        compile_field = r.pop("compile", None)
+        out.update(r)
+        out["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        if compile_field is not None:
+            out["compile"] = compile_field
     except Exception as e:
         out.update({"value": None, "error": f"{type(e).__name__}: {e}"})
     print(json.dumps(out), flush=True)
@@ -84,8 +120,8 @@ def rnd(*shape, dtype=torch.float32):
 def bench_copy_reference():
     def m():
         src, dst = rnd(N256M), torch.empty(N256M, device="cuda")
-        ms = median_ms(lambda: dst.copy_(src))  # a same-dtype contiguous copy_ is one cudaMemcpyAsync
-        return gbps(2 * N256M * 4, ms), ms
+        # a same-dtype contiguous copy_ is one cudaMemcpyAsync
+        return by_bytes(2 * N256M * 4, timed(lambda: dst.copy_(src)))
     row("copy_d2d_f32_256M", "GB/s", m)
 
 
@@ -99,25 +135,26 @@ def bench_elementwise():
                 state.update(a=rnd(n, dtype=dt), b=rnd(n, dtype=dt), out=torch.empty(n, dtype=dt, device="cuda"))
             return state["a"], state["b"], state["out"]
 
+        # torch.compile's side computes the same values; it may allocate its output (no out= in a graph)
         def add():
             a, b, out = inputs()
-            ms = median_ms(lambda: torch.add(a, b, out=out))
-            return gbps(3 * n * es, ms), ms, compiled_ms(lambda: (lambda: a + b), lambda t: gbps(3 * n * es, t))
+            work = ("bytes", 3 * n * es)
+            return {**result(timed(lambda: torch.add(a, b, out=out)), work), **compiled(lambda: a + b, work)}
 
         def mul():
             a, b, out = inputs()
-            ms = median_ms(lambda: torch.mul(a, b, out=out))
-            return gbps(3 * n * es, ms), ms, compiled_ms(lambda: (lambda: a * b), lambda t: gbps(3 * n * es, t))
+            work = ("bytes", 3 * n * es)
+            return {**result(timed(lambda: torch.mul(a, b, out=out)), work), **compiled(lambda: a * b, work)}
 
         def gelu():
             a, _, _ = inputs()
-            ms = median_ms(lambda: F.gelu(a))
-            return gbps(2 * n * es, ms), ms, compiled_ms(lambda: (lambda: F.gelu(a)), lambda t: gbps(2 * n * es, t))
+            work = ("bytes", 2 * n * es)
+            return {**result(timed(lambda: F.gelu(a)), work), **compiled(lambda: F.gelu(a), work)}
 
         def copy():
             a, _, out = inputs()
-            ms = median_ms(lambda: out.copy_(a))
-            return gbps(2 * n * es, ms), ms
+            work = ("bytes", 2 * n * es)
+            return {**result(timed(lambda: out.copy_(a)), work), **compiled(lambda: out.copy_(a), work)}
 
         row(f"add_{tag}_256M", "GB/s", add)
         row(f"mul_{tag}_256M", "GB/s", mul)
@@ -134,8 +171,8 @@ def bench_reductions():
             if not state:
                 state["x"] = rnd(m, m)
             x = state["x"]
-            ms = median_ms(lambda: x.sum(dim))
-            return gbps(m * m * 4 + m * 4, ms), ms
+            work = ("bytes", m * m * 4 + m * 4)
+            return {**result(timed(lambda: x.sum(dim)), work), **compiled(lambda: x.sum(dim), work)}
         row(f"sum_{tag}_f32_16384x16384", "GB/s", meas)
     state.clear()
 
@@ -146,22 +183,24 @@ def bench_norms():
 
     def softmax():
         x = rnd(r, c, dtype=bf)
-        ms = median_ms(lambda: torch.softmax(x, -1))
-        return ms, ms, compiled_ms(lambda: (lambda: torch.softmax(x, -1)), lambda t: t)
+        return {**result(timed(lambda: torch.softmax(x, -1))), **compiled(lambda: torch.softmax(x, -1))}
 
     def ln_fwd():
         x, w, b = rnd(r, c, dtype=bf), rnd(c, dtype=bf), rnd(c, dtype=bf)
         with torch.no_grad():
-            ms = median_ms(lambda: F.layer_norm(x, (c,), w, b))
-            comp = compiled_ms(lambda: (lambda: F.layer_norm(x, (c,), w, b)), lambda t: t)
-        return ms, ms, comp
+            return {**result(timed(lambda: F.layer_norm(x, (c,), w, b))),
+                    **compiled(lambda: F.layer_norm(x, (c,), w, b))}
 
     def ln_bwd():
         x, w, b = (t.requires_grad_() for t in (rnd(r, c, dtype=bf), rnd(c, dtype=bf), rnd(c, dtype=bf)))
         gy = rnd(r, c, dtype=bf)
         y = F.layer_norm(x, (c,), w, b)
-        ms = median_ms(lambda: torch.autograd.grad(y, (x, w, b), gy, retain_graph=True))
-        return ms, ms
+        eager = result(timed(lambda: torch.autograd.grad(y, (x, w, b), gy, retain_graph=True)))
+
+        def backward_of(cfn):  # the compiled forward's graph, its backward timed as the eager one
+            yc = cfn()
+            return lambda: torch.autograd.grad(yc, (x, w, b), gy, retain_graph=True)
+        return {**eager, **compiled(lambda: F.layer_norm(x, (c,), w, b), timed_call=backward_of)}
 
     row("softmax_bf16_16384x4096", "ms", softmax)
     row("layer_norm_fwd_bf16_16384x4096", "ms", ln_fwd)
@@ -170,9 +209,8 @@ def bench_norms():
     def rms_fwd():
         x, w = rnd(r, c, dtype=bf), rnd(c, dtype=bf)
         with torch.no_grad():
-            ms = median_ms(lambda: F.rms_norm(x, (c,), w, 1e-6))
-            comp = compiled_ms(lambda: (lambda: F.rms_norm(x, (c,), w, 1e-6)), lambda t: t)
-        return ms, ms, comp
+            return {**result(timed(lambda: F.rms_norm(x, (c,), w, 1e-6))),
+                    **compiled(lambda: F.rms_norm(x, (c,), w, 1e-6))}
 
     row("rms_norm_fwd_bf16_16384x4096", "ms", rms_fwd)
 
@@ -194,14 +232,12 @@ def bench_attention():
         def fwd(fwd_flops=fwd_flops):
             x = qkv()
             with torch.no_grad():
-                ms = median_ms(lambda: attend(x))
-            return fwd_flops / (ms * 1e-3) / 1e12, ms
+                return by_flops(fwd_flops, timed(lambda: attend(x)))
 
         def fwd_bwd(fwd_flops=fwd_flops, b=b, h=h, t=t, d=d):
             x = [y.requires_grad_() for y in qkv()]
             gy = rnd(b, h, t, d, dtype=torch.bfloat16)
-            ms = median_ms(lambda: torch.autograd.grad(attend(x), x, gy))
-            return 3.5 * fwd_flops / (ms * 1e-3) / 1e12, ms
+            return by_flops(3.5 * fwd_flops, timed(lambda: torch.autograd.grad(attend(x), x, gy)))
 
         row(f"attention_fwd_{tag}", "TFLOP/s", fwd)
         row(f"attention_fwd_bwd_{tag}", "TFLOP/s", fwd_bwd)
@@ -213,8 +249,7 @@ def bench_loss():
     def ce():
         x = rnd(r, c, dtype=torch.bfloat16).requires_grad_()
         t = torch.randint(0, c, (r,), device="cuda")
-        ms = median_ms(lambda: torch.autograd.grad(F.cross_entropy(x, t), (x,)))
-        return ms, ms
+        return result(timed(lambda: torch.autograd.grad(F.cross_entropy(x, t), (x,))))
 
     row("cross_entropy_fwd_bwd_bf16_8192x50257", "ms", ce)
 
@@ -233,8 +268,7 @@ def bench_fused():
             s = x + res
             y = F.layer_norm(s, (c,), w, b)
             torch.autograd.grad((s, y), (x, res, w, b), (gs, gy))
-        ms = median_ms(step)
-        return ms, ms
+        return result(timed(step))
 
     def lin_gelu():
         x = rnd(r, c, dtype=bf).requires_grad_()
@@ -245,8 +279,7 @@ def bench_fused():
         def step():
             y = F.gelu(F.linear(x, w, b), approximate="tanh")
             torch.autograd.grad(y, (x, w, b), gy)
-        ms = median_ms(step)
-        return ms, ms
+        return result(timed(step))
 
     def mlp():
         x = rnd(r, c, dtype=bf).requires_grad_()
@@ -259,8 +292,7 @@ def bench_fused():
         def step():
             y = F.linear(F.gelu(F.linear(x, w1, b1), approximate="tanh"), w2, b2)
             torch.autograd.grad(y, (x, w1, b1, w2, b2), gy)
-        ms = median_ms(step)
-        return ms, ms
+        return result(timed(step))
 
     def lin():
         x = rnd(r, c, dtype=bf).requires_grad_()
@@ -269,8 +301,7 @@ def bench_fused():
 
         def step():
             torch.autograd.grad(F.linear(x, w), (x, w), gy)
-        ms = median_ms(step)
-        return ms, ms
+        return result(timed(step))
 
     def lin_ce():
         x = rnd(r, c, dtype=bf).requires_grad_()
@@ -279,8 +310,7 @@ def bench_fused():
 
         def step():
             torch.autograd.grad(F.cross_entropy(F.linear(x, w), t), (x, w))
-        ms = median_ms(step)
-        return ms, ms
+        return result(timed(step))
 
     row("add_layer_norm_fwd_bwd_bf16_16384x768", "ms", add_ln)
     row("linear_gelu_fwd_bwd_bf16_16384x768x3072", "ms", lin_gelu)
@@ -295,18 +325,16 @@ def bench_matmul():
 
     def bf16():
         a, b = rnd(n, n, dtype=torch.bfloat16), rnd(n, n, dtype=torch.bfloat16)
-        ms = median_ms(lambda: torch.matmul(a, b))
-        return flops / (ms * 1e-3) / 1e12, ms
+        return by_flops(flops, timed(lambda: torch.matmul(a, b)))
 
     def tf32():
         a, b = rnd(n, n), rnd(n, n)
         prev = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = True
         try:
-            ms = median_ms(lambda: torch.matmul(a, b))
+            return by_flops(flops, timed(lambda: torch.matmul(a, b)))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev
-        return flops / (ms * 1e-3) / 1e12, ms
 
     row("matmul_bf16_8192", "TFLOP/s", bf16)
     row("matmul_f32_tf32_8192", "TFLOP/s", tf32)
@@ -357,9 +385,9 @@ def bench_conv():
             def step():
                 y = F.conv2d(x, w, None, stride, pad)
                 torch.autograd.grad(y, (x, w), gy)
-            ms = median_ms(step)
-            done.append(ms)
-            return ms, ms, None, {"layout": "channels_last"}
+            r = result(timed(step))
+            done.append(r["ms"])
+            return {**r, "layout": "channels_last"}
         row(f"conv2d_rn50_b256_bf16/{name}", "ms", meas)
         if done:
             total += done[0]
@@ -369,7 +397,7 @@ def bench_conv():
     def tot():
         if not complete:
             raise RuntimeError("some layers failed (see the conv2d_rn50_b256_bf16/ rows)")
-        return total, total, None, {"layout": "channels_last", "layers": len(RESNET50)}
+        return {"value": total, "ms": total, "layout": "channels_last", "layers": len(RESNET50)}
     row("conv2d_rn50_b256_bf16_fwd_bwd", "ms", tot)
 
 
@@ -384,8 +412,7 @@ def bench_batch_norm():
         def step():
             y = F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.1, eps=1e-5)
             torch.autograd.grad(y, (x, w, b), gy)
-        ms = median_ms(step)
-        return ms, ms, None, {"layout": "channels_last"}
+        return {**result(timed(step)), "layout": "channels_last"}
     row("batch_norm_fwd_bwd_bf16_cl_256x256x56x56", "ms", meas)
 
 
@@ -398,8 +425,7 @@ def bench_overhead():
             for _ in range(1000):
                 x = torch.add(x, y)
             torch.cuda.synchronize()
-        ms = wall_ms(loop)
-        return ms * 1e3 / 1000, ms
+        return per_op(1000, wall(loop))
 
     def alloc():
         iters = 10000
@@ -407,8 +433,7 @@ def bench_overhead():
         def loop():
             for _ in range(iters):
                 torch.empty(262144, device="cuda")
-        ms = wall_ms(loop)
-        return ms * 1e3 / iters, ms
+        return per_op(iters, wall(loop))
 
     row("eager_add_1024_x1000", "us/op", eager)
     row("alloc_free_1MiB", "us/op", alloc)
