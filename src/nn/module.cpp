@@ -1,6 +1,7 @@
-// nn::Module: registration, traversal, train/eval, to(), state_dict and load_state_dict.
-// Members are found through their offset from the module (Note [Module registration]); to()
-// converts tensors in place behind their shared TensorImpl (Note [Module.to]).
+// nn::Module: registration, traversal (and the slots of Note [Tensor slots]), train/eval, to(),
+// state_dict and load_state_dict. Members are found through their offset from the module (Note
+// [Module registration]); to() converts tensors in place behind their shared TensorImpl (Note
+// [Module.to]).
 #include "tessera/nn/module.h"
 
 #include <cxxabi.h>
@@ -224,6 +225,18 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(const std::str
 std::vector<Tensor> Module::buffers(bool recurse) const {
   std::vector<Tensor> out;
   for (auto& [n, t] : named_buffers("", recurse)) out.push_back(t);
+  return out;
+}
+
+void Module::collect_slots(const std::string& prefix, std::vector<NamedTensorSlot>& out) {
+  for (const TensorSlot& s : tensors_) out.push_back(NamedTensorSlot{prefix + s.name, s.kind == Kind::Parameter, slot_tensor(s)});
+  for (const ModuleSlot& m : modules_)
+    if (Module* child = slot_module(m)) child->collect_slots(prefix + m.name + ".", out);
+}
+
+std::vector<Module::NamedTensorSlot> Module::named_tensor_slots(const std::string& prefix) {
+  std::vector<NamedTensorSlot> out;
+  collect_slots(prefix.empty() ? "" : prefix + ".", out);
   return out;
 }
 

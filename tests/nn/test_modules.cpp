@@ -181,6 +181,43 @@ TEST(NNModules, CopiesAndMovesKeepRegistration) {
   EXPECT_NO_THROW(o.register_parameter("i", ts::zeros({1}, ts::kInt64), /*requires_grad=*/false));
 }
 
+// Note [Tensor slots]: every slot by reference, tied ones under each name and None ones too; assigning
+// to one rebinds what forward computes with, leaving the registration (and other copies) alone.
+TEST(NNModules, NamedTensorSlotsRebindWhatForwardUses) {
+  struct Slots : nn::Module {
+    nn::Linear a{2, 2}, b{2, 2, false};
+    nn::BatchNorm1d bn{2};
+    ts::Tensor none;
+    Slots() {
+      b.weight = a.weight;
+      register_modules({{"a", a}, {"b", b}, {"bn", bn}});
+      register_buffer("none", none);
+    }
+    ts::Tensor forward(ts::Tensor x) override { return bn(b(a(x))); }
+  } m;
+  std::vector<std::string> got;
+  for (const auto& s : m.named_tensor_slots("root")) got.push_back(s.name + (s.is_parameter ? " p" : " b"));
+  EXPECT_EQ(got, (std::vector<std::string>{"root.none b", "root.a.weight p", "root.a.bias p", "root.b.weight p",
+                                           "root.b.bias p", "root.bn.weight p", "root.bn.bias p",
+                                           "root.bn.running_mean b", "root.bn.running_var b",
+                                           "root.bn.num_batches_tracked b"}));
+  Slots copy = m;
+  std::vector<nn::Module::NamedTensorSlot> slots = copy.named_tensor_slots();
+  EXPECT_FALSE(slots[0].tensor.defined());
+  EXPECT_FALSE(slots[4].tensor.defined());  // Linear(bias=false) registers its bias as None
+  EXPECT_TRUE(slots[3].tensor.is_same(m.a.weight));  // the tie, under its second name
+  slots[1].tensor = ts::zeros({2, 2});                // rebinds copy.a.weight only
+  EXPECT_TRUE(copy.a.weight.is_same(slots[1].tensor));
+  EXPECT_TRUE(copy.get_parameter("a.weight").is_same(slots[1].tensor));
+  EXPECT_FALSE(m.a.weight.is_same(slots[1].tensor));
+  copy.eval();
+  const ts::Tensor y = copy(ts::ones({3, 2}));  // a's weight is zero now: bn(b(bias))
+  m.eval();
+  ts::NoGradGuard g;
+  const ts::Tensor want = m.bn(m.b(m.a.bias.expand({3, 2})));
+  EXPECT_TRUE(ts::allclose(y, want));
+}
+
 TEST(NNModules, SequentialModuleListModuleDict) {
   nn::Sequential seq(nn::Linear(5, 3), nn::Tanh(), nn::Linear(3, 2));
   ASSERT_EQ(seq.size(), 3u);

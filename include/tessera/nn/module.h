@@ -17,6 +17,16 @@
 // containers hold their children that way. Copying a module is shallow, as Python's copy.copy:
 // tensors are shared handles, owned children are shared, members are copied.
 //
+// Note [Tensor slots]: named_tensor_slots() hands out every parameter and buffer slot of the tree
+// by reference, for code that computes with a module's structure but other tensors in its place:
+// nn::DataParallel binds each replica's slots to that device's copies of the module's tensors.
+// Assigning to a slot rebinds the member (or the owned tensor) the module reads in forward; nothing
+// is registered, checked or converted, and the tensor need not be a leaf (a replica's parameters
+// are differentiable copies, as in PyTorch). Unlike parameters() and buffers(), the list is not
+// deduplicated: a tied tensor appears under each of its names, a submodule registered twice under
+// each of its paths, and a slot registered with no value (PyTorch's None) with an undefined tensor,
+// so that two modules of the same structure list their slots in the same order.
+//
 // Note [Module.to]: to(device, dtype) converts every parameter and buffer in place: the TensorImpl
 // that all handles share gets the converted storage, so the handles an optimizer already holds stay
 // valid. Gradients are converted with them; requires_grad and hooks are kept. As in PyTorch, a dtype
@@ -143,6 +153,14 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules(const std::string& prefix = "");
   // Applies fn to every submodule (children first), then to this one, as Module.apply.
   Module& apply(const std::function<void(Module&)>& fn);
+  // Every parameter and buffer slot, by reference (Note [Tensor slots]): this module's in registration
+  // order, then each submodule's, depth first.
+  struct NamedTensorSlot {
+    std::string name;   // dotted, as named_parameters() and named_buffers() spell it
+    bool is_parameter;  // else a buffer
+    Tensor& tensor;     // the slot itself
+  };
+  std::vector<NamedTensorSlot> named_tensor_slots(const std::string& prefix = "");
   // A parameter, buffer or submodule by dotted name ("encoder.0.weight"); IndexError if absent.
   Tensor get_parameter(const std::string& target) const;
   Tensor get_buffer(const std::string& target) const;
@@ -209,6 +227,7 @@ class Module {
   Module* slot_module(const ModuleSlot& s) const;
   void collect_tensors(Kind kind, const std::string& prefix, bool recurse, bool persistent_only, bool dedup,
                        std::vector<std::pair<std::string, Tensor>>& out, std::vector<const void*>& seen) const;
+  void collect_slots(const std::string& prefix, std::vector<NamedTensorSlot>& out);
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out,
                        std::vector<const Module*>& seen);
   void repr_into(std::ostream& os, int indent) const;
