@@ -55,9 +55,14 @@ namespace autograd {
 
 // Gradients of `outputs` with respect to `inputs` (returned, not accumulated into .grad()).
 // grad_outputs default to ones for scalar outputs. retain_graph defaults to create_graph.
+// is_grads_batched: dim 0 of every grad_output is a batch of vectors (the rest of its shape is the
+// output's), and each result has that dim in front: a batch of vector-Jacobian products in one
+// backward pass, as PyTorch's. Derivatives whose formulas take the batch as it comes run once
+// (pointwise ops, views, reductions to a dim, matrix products); the others run once per vector
+// inside the same pass (Note [Batched gradients] in src/autograd/graph.h).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, std::optional<bool> retain_graph = std::nullopt,
-                         bool create_graph = false, bool allow_unused = false);
+                         bool create_graph = false, bool allow_unused = false, bool is_grads_batched = false);
 // Accumulates gradients of several roots into the leaves' .grad().
 void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
               std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
@@ -195,3 +200,4 @@ struct Function {
 }  // namespace tessera
 
 #include "tessera/autograd/functional.h"  // autograd::functional: jacobian, hessian, vjp, jvp, vhp, hvp
+#include "tessera/autograd/graph.h"       // autograd::graph: saved_tensors_hooks, save_on_cpu

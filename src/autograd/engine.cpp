@@ -2,6 +2,7 @@
 // reverse order of creation (highest sequence number first) once all of its incoming gradients have
 // arrived, summing gradients that meet at a node. Single-threaded and deterministic. Callbacks queued
 // during a pass (queue_callback) run once its last node has run (Note [Final callbacks]).
+#include <atomic>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -19,6 +20,9 @@ namespace {
 
 thread_local bool t_anomaly = false;
 thread_local bool t_grad_call = false;  // in_grad_call()
+thread_local int64_t t_graph_task = -1;  // current_graph_task_id()
+thread_local bool t_batched = false;     // in_batched_backward()
+std::atomic<int64_t> g_graph_tasks{0};
 
 // Note [Final callbacks]: each backward pass running on this thread (a pass may start another one
 // inside a node: activation checkpointing's recomputation) owns a list of callbacks; queue_callback
@@ -40,6 +44,23 @@ class GradCallScope {
 
  private:
   bool prev_;
+};
+
+// Each pass has an id of its own, for the duration of its run (a pass inside a node is another one).
+class GraphTaskScope {
+ public:
+  explicit GraphTaskScope(bool batched) : prev_(t_graph_task), prev_batched_(t_batched) {
+    t_graph_task = g_graph_tasks.fetch_add(1, std::memory_order_relaxed);
+    t_batched = batched;
+  }
+  ~GraphTaskScope() {
+    t_graph_task = prev_;
+    t_batched = prev_batched_;
+  }
+
+ private:
+  int64_t prev_;
+  bool prev_batched_;
 };
 
 struct Capture {
@@ -67,10 +88,21 @@ void add_into(Tensor& slot, const Tensor& g) {
 }
 
 // Reduces a gradient to the slot's shape (undoing broadcasting) and casts it to the slot's dtype and
-// device (the gradient of a copy between devices arrives on the copy's device).
-Tensor conform(const Tensor& g, const SlotMeta& m, const std::string& producer) {
+// device (the gradient of a copy between devices arrives on the copy's device). `batch` >= 0: the
+// gradient is batched (Note [Batched gradients]), its dim 0 the samples.
+Tensor conform(const Tensor& g, const SlotMeta& m, const std::string& producer, int64_t batch = -1) {
   Tensor r = g;
-  if (r.sizes() != m.sizes) {
+  if (batch >= 0) {
+    TS_CHECK(r.dim() >= 1 && r.size(0) == batch, ValueError, "autograd: ", producer, " returned a gradient of shape ",
+             g.sizes(), " in a batched backward of ", batch, " samples; expected the samples along dim 0 of a "
+             "gradient for an input of shape ", m.sizes);
+    try {
+      r = sum_to_batched(r, m.sizes);
+    } catch (const ShapeError&) {
+      TS_THROW(ShapeError, "autograd: ", producer, " returned a batched gradient of shape ", g.sizes(),
+               " for an input of shape ", m.sizes, " (", batch, " samples)");
+    }
+  } else if (r.sizes() != m.sizes) {
     try {
       r = sum_to(r, m.sizes);
     } catch (const ShapeError&) {
@@ -95,10 +127,13 @@ void check_anomaly(const GraphNode& node, const std::vector<Tensor>& grads) {
 
 // Runs the graph below `roots`. With `captures` empty, gradients reach the leaves' AccumulateGrad
 // nodes; otherwise only the nodes leading to a capture run, and captured gradients are returned.
+// `batch` >= 0: every gradient carries `batch` samples along a leading dim (Note [Batched gradients]).
 std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor>& root_grads, bool keep_graph,
-                        bool create_graph, const std::vector<Edge>& capture_edges) {
+                        bool create_graph, const std::vector<Edge>& capture_edges, int64_t batch = -1) {
   const bool capturing = !capture_edges.empty();
+  const bool batched = batch >= 0;
   GradCallScope grad_call(capturing);
+  GraphTaskScope task(batched);
   std::vector<Capture> captures;
   std::unordered_set<GraphNode*> capture_nodes;
   for (size_t i = 0; i < capture_edges.size(); ++i) {
@@ -146,7 +181,7 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
   };
   for (size_t i = 0; i < roots.size(); ++i) {
     const SlotMeta& m = roots[i].fn->slots[roots[i].input_nr];
-    add_into(buffer_of(roots[i].fn)[roots[i].input_nr], conform(root_grads[i], m, "the root gradient"));
+    add_into(buffer_of(roots[i].fn)[roots[i].input_nr], conform(root_grads[i], m, "the root gradient", batch));
   }
 
   std::priority_queue<GraphNode*, std::vector<GraphNode*>, ByOrder> ready;
@@ -170,6 +205,16 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     for (auto& [slot, hooks] : node->pre_hooks) {
       if (slot >= grads.size() || !grads[slot].defined()) continue;
       for (auto& [id, hook] : hooks) {
+        if (batched) {  // a hook sees one sample's gradient, as under PyTorch's vmap
+          std::vector<std::vector<Tensor>> samples;
+          for (int64_t b = 0; b < batch; ++b) {
+            Tensor gb = grads[slot].select(0, b);
+            Tensor r = hook(gb);
+            samples.push_back({r.defined() ? r : gb});
+          }
+          if (batch > 0) grads[slot] = stack_samples(samples)[0];
+          continue;
+        }
         Tensor r = hook(grads[slot]);
         if (r.defined()) grads[slot] = r;
       }
@@ -181,17 +226,21 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     bool any_grad = false;
     for (size_t s = 0; s < grads.size(); ++s) {
       if (grads[s].defined()) { any_grad = true; continue; }
-      if (!is_accumulator && node->materialize_grads()) grads[s] = zeros(node->slots[s].sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
+      if (!is_accumulator && node->materialize_grads()) {
+        Shape sizes = node->slots[s].sizes;
+        if (batched) sizes.insert(sizes.begin(), batch);
+        grads[s] = zeros(sizes, TensorOptions(node->slots[s].dtype, node->slots[s].device));
+      }
     }
     std::vector<Tensor> outs;
-    if (any_grad) outs = node->apply(std::move(grads));
+    if (any_grad) outs = batched ? node->apply_batched(std::move(grads), batch) : node->apply(std::move(grads));
     if (t_anomaly) check_anomaly(*node, outs);
     if (!keep_graph) node->release_saved();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& e = node->next_edges[i];
       if (!e.valid() || !needed[e.fn.get()]) continue;
       if (i < outs.size() && outs[i].defined())
-        add_into(buffer_of(e.fn)[e.input_nr], conform(outs[i], e.fn->slots[e.input_nr], node->name()));
+        add_into(buffer_of(e.fn)[e.input_nr], conform(outs[i], e.fn->slots[e.input_nr], node->name(), batch));
       else
         keep_alive[e.fn.get()] = e.fn;
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
@@ -202,6 +251,29 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     cb();
   }
   return captured;
+}
+
+// The batched form (Note [Batched gradients]): every root has its grad_output, of the root's shape
+// after a leading dim of samples that all share; returns that number.
+int64_t batched_root_grads(const std::vector<Tensor>& roots, const std::vector<Tensor>& given, const char* op) {
+  TS_CHECK(given.size() == roots.size(), ValueError, op, ": is_grads_batched=true needs one grad_output per output, "
+           "got ", given.size(), " for ", roots.size(), " outputs");
+  int64_t batch = -1;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    TS_CHECK(given[i].defined(), ValueError, op, ": is_grads_batched=true needs a grad_output for every output; "
+             "grad_output[", i, "] is undefined");
+    Shape rest = given[i].dim() > 0 ? Shape(given[i].sizes().begin() + 1, given[i].sizes().end()) : Shape{};
+    TS_CHECK(given[i].dim() >= 1 && rest == roots[i].sizes(), ShapeError, op, ": If `is_grads_batched=True`, we "
+             "interpret the first dimension of each grad_output as the batch dimension. The sizes of the remaining "
+             "dimensions are expected to match the shape of corresponding output, but a mismatch was detected: "
+             "grad_output[", i, "] has a shape of ", given[i].sizes(), " and output[", i, "] has a shape of ",
+             roots[i].sizes(), ".");
+    TS_CHECK(batch < 0 || given[i].size(0) == batch, ShapeError, op, ": is_grads_batched=true: grad_output[", i,
+             "] has ", given[i].size(0), " samples along dim 0, but grad_output[0] has ", batch,
+             "; every grad_output must have the same batch size");
+    batch = given[i].size(0);
+  }
+  return batch;
 }
 
 std::vector<Tensor> default_root_grads(const std::vector<Tensor>& roots, const std::vector<Tensor>& given, const char* op) {
@@ -243,6 +315,8 @@ bool in_backward_pass() { return !t_callbacks.empty(); }
 
 void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
 bool in_grad_call() { return t_grad_call; }
+int64_t current_graph_task_id() { return t_graph_task; }
+bool in_batched_backward() { return t_graph_task >= 0 && t_batched; }
 bool is_anomaly_enabled() { return t_anomaly; }
 
 // A backward pass inside a program that the compiler captures ends its graph: gradients reach .grad
@@ -261,17 +335,18 @@ void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& gra
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
-                         bool create_graph, bool allow_unused) {
+                         bool create_graph, bool allow_unused, bool is_grads_batched) {
   break_capture("autograd::grad(): the backward pass is not captured yet; compile the forward instead");
   std::vector<Edge> roots = root_edges(outputs, "grad");
-  std::vector<Tensor> grads = default_root_grads(outputs, grad_outputs, "grad");
+  const int64_t batch = is_grads_batched ? batched_root_grads(outputs, grad_outputs, "grad") : -1;
+  std::vector<Tensor> grads = is_grads_batched ? grad_outputs : default_root_grads(outputs, grad_outputs, "grad");
   std::vector<Edge> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Edge e = gradient_edge(inputs[i]);
     TS_CHECK(e.valid(), ValueError, "grad: input ", i, " does not require grad");
     targets.push_back(e);
   }
-  std::vector<Tensor> result = run(roots, grads, retain_graph.value_or(create_graph), create_graph, targets);
+  std::vector<Tensor> result = run(roots, grads, retain_graph.value_or(create_graph), create_graph, targets, batch);
   for (size_t i = 0; i < result.size(); ++i)
     TS_CHECK(result[i].defined() || allow_unused, ValueError, "grad: one of the differentiated tensors (input ", i,
              ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");

@@ -6,6 +6,11 @@
 // grad, so that results reach the caller's graph; otherwise a detached alias that requires grad.
 // A new object distinguishes the inputs from the same tensors captured by `fn` itself. Without
 // create_graph the results are detached on the way out.
+//
+// vectorize=true computes every row of a Jacobian (or a Hessian's outer Jacobian) in one backward
+// pass with batched grad_outputs (autograd::grad's is_grads_batched) where PyTorch uses vmap; the
+// values are those of vectorize=false. strategy="forward-mode" is computed by the double-backward
+// trick over batched directions (jacobian_columns_vectorized).
 #include "tessera/autograd/functional.h"
 
 #include <string>
@@ -41,8 +46,9 @@ V postprocess(V ts, bool create_graph) {
   return ts;
 }
 
-// autograd::grad over the outputs that require grad; undefined for inputs nothing reached.
-V grad_of(const V& outputs, const V& inputs, const V& grad_outputs, bool create_graph) {
+// autograd::grad over the outputs that require grad; undefined for inputs nothing reached. batched:
+// grad_outputs carry a leading dim of vectors (Note [Batched gradients]).
+V grad_of(const V& outputs, const V& inputs, const V& grad_outputs, bool create_graph, bool batched = false) {
   V outs, gos;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined() || !outputs[i].requires_grad()) continue;
@@ -50,7 +56,7 @@ V grad_of(const V& outputs, const V& inputs, const V& grad_outputs, bool create_
     gos.push_back(grad_outputs.empty() ? Tensor() : grad_outputs[i]);
   }
   if (outs.empty()) return V(inputs.size());
-  return grad(outs, inputs, gos, /*retain_graph=*/true, create_graph, /*allow_unused=*/true);
+  return grad(outs, inputs, gos, /*retain_graph=*/true, create_graph, /*allow_unused=*/true, batched);
 }
 
 V fill_in_zeros(V grads, const V& refs, bool strict, Stage stage, const char* op) {
@@ -137,6 +143,116 @@ std::vector<V> jacobian_rows(const V& outputs, const V& inputs, bool create_grap
   return jac;
 }
 
+Shape prepend(int64_t n, const Shape& s) {
+  Shape r = {n};
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
+}
+
+// The standard basis over the elements of all of `ts` (n = their total count): one (n, numel_i)
+// tensor per t_i, the identity in rows [offset_i, offset_i + numel_i), zeros elsewhere, as PyTorch's
+// _construct_standard_basis_for.
+V standard_basis(const V& ts, int64_t n) {
+  V out;
+  int64_t offset = 0;
+  for (const Tensor& t : ts) {
+    const int64_t k = t.numel();
+    const TensorOptions o(t.dtype(), t.device());
+    out.push_back(cat({zeros({offset, k}, o), eye(k, std::nullopt, o), zeros({n - offset - k, k}, o)}, 0));
+    offset += k;
+  }
+  return out;
+}
+
+int64_t total_numel(const V& ts) {
+  int64_t n = 0;
+  for (const Tensor& t : ts) n += t.numel();
+  return n;
+}
+
+// vectorize=true, reverse mode: all rows of the Jacobian in one batched backward whose vectors are
+// the standard basis of the outputs' elements (PyTorch's vmap over autograd.grad).
+std::vector<V> jacobian_rows_vectorized(const V& outputs, const V& inputs, bool create_graph) {
+  const int64_t n = total_numel(outputs);
+  V g(inputs.size());
+  if (n > 0) {
+    V flat, basis = standard_basis(outputs, n);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      flat.push_back(outputs[i].reshape({-1}));
+      basis[i] = basis[i].reshape(prepend(n, flat.back().sizes()));
+    }
+    g = grad_of(flat, inputs, basis, create_graph, /*batched=*/true);
+  }
+  std::vector<V> jac(outputs.size(), V(inputs.size()));
+  int64_t offset = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const int64_t k = outputs[i].numel();
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const Shape shape = concat(outputs[i].sizes(), inputs[j].sizes());
+      jac[i][j] = g[j].defined() ? g[j].narrow(0, offset, k).reshape(shape)
+                                 : zeros(shape, TensorOptions(inputs[j].dtype(), inputs[j].device()));
+    }
+    offset += k;
+  }
+  return jac;
+}
+
+// strategy="forward-mode" (vectorize=true): the columns J e of every input element e in one batched
+// pass. tessera has no forward-mode AD; a column is the derivative of u -> J^T u (linear in u) in the
+// direction e, which reverse mode gives twice over (the double-backward trick jvp uses), so the values
+// are those of forward mode while the cost is that of two reverse passes.
+std::vector<V> jacobian_columns_vectorized(const V& outputs, const V& inputs) {
+  V us;
+  for (const Tensor& o : outputs) us.push_back(zeros_like(o).requires_grad_());
+  V vjps = grad_of(outputs, inputs, us, /*create_graph=*/true);  // J^T u, one per input
+  const int64_t n = total_numel(inputs);
+  V cols(outputs.size());
+  if (n > 0) {
+    V basis = standard_basis(inputs, n), seeds, dirs;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (!vjps[j].defined() || !vjps[j].requires_grad()) continue;  // J^T u does not depend on u: zero columns
+      seeds.push_back(vjps[j]);
+      dirs.push_back(basis[j].reshape(prepend(n, inputs[j].sizes())));
+    }
+    if (!seeds.empty()) cols = grad(seeds, us, dirs, true, false, /*allow_unused=*/true, /*is_grads_batched=*/true);
+  }
+  std::vector<V> jac(outputs.size(), V(inputs.size()));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const int64_t k = inputs[j].numel();
+      const Shape shape = concat(outputs[i].sizes(), inputs[j].sizes());
+      if (cols[i].defined()) {
+        // (k, *out_i): column e of input j is row e; the Jacobian wants the output's dims first.
+        jac[i][j] = cols[i].narrow(0, offset, k).reshape({k, outputs[i].numel()}).t().reshape(shape);
+      } else {
+        jac[i][j] = zeros(shape, TensorOptions(outputs[i].dtype(), outputs[i].device()));
+      }
+      offset += k;
+    }
+  }
+  return jac;
+}
+
+// PyTorch's checks of vectorize / strategy, in its order and words.
+void check_jacobian_options(const char* op, bool create_graph, bool strict, bool vectorize, const std::string& strategy) {
+  TS_CHECK(strategy == "forward-mode" || strategy == "reverse-mode", ValueError, op,
+           ": Expected strategy to be either \"forward-mode\" or \"reverse-mode\". Hint: If your function has more "
+           "outputs than inputs, \"forward-mode\" tends to be more performant. Otherwise, prefer to use "
+           "\"reverse-mode\". (got \"", strategy, "\")");
+  if (strategy == "forward-mode") {
+    TS_CHECK(!create_graph, NotImplementedError, op, ": `create_graph=True` and `strategy=\"forward-mode\"` are not "
+             "supported together (yet). Please either set `create_graph=False` or `strategy=\"reverse-mode\"`.");
+    TS_CHECK(!strict, ValueError, op, ": `strict=True` and `strategy=\"forward-mode\"` are not supported together "
+             "(yet). Please either set `strict=False` or `strategy=\"reverse-mode\"`.");
+    TS_CHECK(vectorize, NotImplementedError, op, ": Computing Jacobian using forward-AD or forward-over-reverse "
+             "Hessian is only implemented for `vectorize=True`.");
+    return;
+  }
+  TS_CHECK(!(vectorize && strict), ValueError, op, ": `strict=True` and `vectorized=True` are not supported "
+           "together. Please either set `strict=False` or `vectorize=False`.");
+}
+
 Tensor single_element_output(const ScalarFn& fn, const V& inputs, const char* op) {
   Tensor out = fn(inputs);
   TS_CHECK(out.defined(), ValueError, op, ": The function given to ", op, " should return a single Tensor");
@@ -148,26 +264,40 @@ Tensor single_element_output(const ScalarFn& fn, const V& inputs, const char* op
 
 }  // namespace
 
-std::vector<V> jacobian(const Fn& fn, const V& inputs, bool create_graph, bool strict) {
+std::vector<V> jacobian(const Fn& fn, const V& inputs, bool create_graph, bool strict, bool vectorize,
+                        const std::string& strategy) {
+  check_jacobian_options("jacobian", create_graph, strict, vectorize, strategy);
   EnableGradGuard grad_on;
   V in = preprocess(inputs, create_graph, true, "jacobian");
   V outputs = fn(in);
   check_outputs(outputs, "jacobian");
-  std::vector<V> jac = jacobian_rows(outputs, in, create_graph, strict, "jacobian");
+  std::vector<V> jac = strategy == "forward-mode" ? jacobian_columns_vectorized(outputs, in)
+                       : vectorize              ? jacobian_rows_vectorized(outputs, in, create_graph)
+                                                : jacobian_rows(outputs, in, create_graph, strict, "jacobian");
   for (V& row : jac) row = postprocess(std::move(row), create_graph);
   return jac;
 }
 
-Tensor jacobian(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, bool create_graph, bool strict) {
-  return jacobian([&](const V& in) { return V{fn(in[0])}; }, {input}, create_graph, strict)[0][0];
+Tensor jacobian(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, bool create_graph, bool strict,
+                bool vectorize, const std::string& strategy) {
+  return jacobian([&](const V& in) { return V{fn(in[0])}; }, {input}, create_graph, strict, vectorize, strategy)[0][0];
 }
 
-std::vector<V> hessian(const ScalarFn& fn, const V& inputs, bool create_graph, bool strict) {
+std::vector<V> hessian(const ScalarFn& fn, const V& inputs, bool create_graph, bool strict, bool vectorize,
+                       const std::string& outer_jacobian_strategy) {
+  check_jacobian_options("hessian", create_graph, strict, vectorize, outer_jacobian_strategy);
   EnableGradGuard grad_on;
   V in = preprocess(inputs, create_graph, true, "hessian");
   Tensor out = single_element_output(fn, in, "hessian");
   // The outer Jacobian is of the gradient, which must keep its graph.
   V g = fill_in_zeros(grad_of({out}, in, {}, /*create_graph=*/true), in, strict, Stage::Back, "hessian");
+  if (vectorize) {
+    // The Jacobian of the gradient, all of it in one batched pass (forward mode: its columns).
+    std::vector<V> hes = outer_jacobian_strategy == "forward-mode" ? jacobian_columns_vectorized(g, in)
+                                                                   : jacobian_rows_vectorized(g, in, create_graph);
+    for (V& row : hes) row = postprocess(std::move(row), create_graph);
+    return hes;
+  }
   std::vector<V> hes(in.size(), V(in.size()));
   for (size_t i = 0; i < in.size(); ++i) {
     for (size_t j = 0; j < in.size(); ++j) {
@@ -187,8 +317,10 @@ std::vector<V> hessian(const ScalarFn& fn, const V& inputs, bool create_graph, b
   return hes;
 }
 
-Tensor hessian(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, bool create_graph, bool strict) {
-  return hessian([&](const V& in) { return fn(in[0]); }, {input}, create_graph, strict)[0][0];
+Tensor hessian(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, bool create_graph, bool strict,
+               bool vectorize, const std::string& outer_jacobian_strategy) {
+  return hessian([&](const V& in) { return fn(in[0]); }, {input}, create_graph, strict, vectorize,
+                 outer_jacobian_strategy)[0][0];
 }
 
 std::pair<V, V> vjp(const Fn& fn, const V& inputs, const V& v, bool create_graph, bool strict) {

@@ -61,6 +61,58 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+std::vector<Tensor> GraphNode::apply_batched(std::vector<Tensor>&& grads, int64_t batch) {
+  std::vector<std::vector<Tensor>> samples;
+  samples.reserve(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Tensor> g(grads.size());
+    for (size_t s = 0; s < grads.size(); ++s)
+      if (grads[s].defined()) g[s] = grads[s].select(0, b);
+    samples.push_back(apply(std::move(g)));
+  }
+  return stack_samples(samples);
+}
+
+std::vector<Tensor> stack_samples(const std::vector<std::vector<Tensor>>& samples) {
+  size_t n = 0;
+  for (const auto& s : samples) n = std::max(n, s.size());
+  std::vector<Tensor> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor* like = nullptr;
+    for (const auto& s : samples)
+      if (i < s.size() && s[i].defined()) {
+        like = &s[i];
+        break;
+      }
+    if (!like) continue;
+    std::vector<Tensor> parts;
+    parts.reserve(samples.size());
+    for (const auto& s : samples) parts.push_back(i < s.size() && s[i].defined() ? s[i] : zeros_like(*like));
+    out[i] = stack(parts, 0);
+  }
+  return out;
+}
+
+Tensor sum_to_batched(const Tensor& grad, const Shape& sizes) {
+  const int64_t batch = grad.size(0);
+  Shape want = {batch};
+  want.insert(want.end(), sizes.begin(), sizes.end());
+  if (grad.sizes() == want) return grad;
+  const int64_t lead = grad.dim() - 1 - static_cast<int64_t>(sizes.size());
+  TS_CHECK(lead >= 0, ShapeError, "autograd: batched gradient of shape ", grad.sizes(), " cannot be reduced to shape ",
+           want);
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(1 + i);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t g = grad.sizes()[1 + lead + i];
+    if (sizes[i] == 1 && g != 1) dims.push_back(1 + lead + static_cast<int64_t>(i));
+    else TS_CHECK(sizes[i] == g, ShapeError, "autograd: batched gradient of shape ", grad.sizes(),
+                  " does not match the input's shape ", sizes, " (after the batch dim)");
+  }
+  Tensor r = dims.empty() ? grad : sum(grad, dims, true);
+  return r.reshape(want);
+}
+
 Tensor sum_to(const Tensor& grad, const Shape& sizes) {
   if (grad.sizes() == sizes) return grad;
   const int64_t lead = grad.dim() - static_cast<int64_t>(sizes.size());

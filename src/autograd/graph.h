@@ -46,6 +46,12 @@ class GraphNode : public Node, public std::enable_shared_from_this<GraphNode> {
   virtual void release_saved() {}
   // Whether the engine hands apply() zeros for slots nobody fed (custom functions may opt out).
   virtual bool materialize_grads() const { return true; }
+  // Note [Batched gradients]: in a batched backward (autograd::grad with is_grads_batched) every
+  // gradient carries a leading batch dim of `batch` samples: grads[i] is (batch, *slot i's sizes),
+  // and so is what this returns for each edge (or a shape that reduces to it, as apply()'s).
+  // This default runs apply() once per sample and stacks the results; a node whose formulas take the
+  // batch dim as it comes (OpNode with a batched derivative) overrides it with one call.
+  virtual std::vector<Tensor> apply_batched(std::vector<Tensor>&& grads, int64_t batch);
   std::vector<std::shared_ptr<Node>> next_functions() const override;
 
   uint64_t sequence_nr() const { return sequence_nr_; }
@@ -95,5 +101,11 @@ Edge gradient_edge(const Tensor& t);
 
 // Sums `grad` down to `sizes` (undoing broadcasting); raises ShapeError if it cannot.
 Tensor sum_to(const Tensor& grad, const Shape& sizes);
+// The same for a batched gradient (Note [Batched gradients]): (batch, ...) down to (batch, *sizes),
+// dim 0 kept.
+Tensor sum_to_batched(const Tensor& grad, const Shape& sizes);
+// Per-sample results (samples[b][i]: output i of sample b) stacked into batched ones along a new
+// dim 0; an output undefined in every sample stays undefined, one undefined in some is zeros there.
+std::vector<Tensor> stack_samples(const std::vector<std::vector<Tensor>>& samples);
 
 }  // namespace tessera::autograd

@@ -111,12 +111,39 @@ std::string OpNode::name() const {
   return n + "Backward0";
 }
 
-std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
-  const std::string nm = name();
+BackwardContext OpNode::context() const {
   BackwardContext ctx{op_, {}, {}, attrs_, needs_grad_, input_meta_};
+  if (saved_inputs_.empty() && saved_outputs_.empty()) return ctx;
+  const std::string nm = name();
   for (const SavedTensor& s : saved_inputs_) ctx.inputs.push_back(s.unpack(nm));
   for (const SavedTensor& s : saved_outputs_) ctx.outputs.push_back(s.unpack(nm));
-  std::vector<Tensor> out = derivative_->fn(ctx, grads);
+  return ctx;
+}
+
+std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
+  std::vector<Tensor> out = derivative_->fn(context(), grads);
+  out.resize(next_edges.size());
+  return out;
+}
+
+// Note [Batched gradients]: the saved tensors are unpacked once for all samples.
+std::vector<Tensor> OpNode::apply_batched(std::vector<Tensor>&& grads, int64_t batch) {
+  BackwardContext ctx = context();
+  std::vector<Tensor> out;
+  if (derivative_->batched) {
+    ctx.batch = batch;
+    out = derivative_->fn(ctx, grads);
+  } else {
+    std::vector<std::vector<Tensor>> samples;
+    samples.reserve(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      std::vector<Tensor> g(grads.size());
+      for (size_t s = 0; s < grads.size(); ++s)
+        if (grads[s].defined()) g[s] = grads[s].select(0, b);
+      samples.push_back(derivative_->fn(ctx, g));
+    }
+    out = stack_samples(samples);
+  }
   out.resize(next_edges.size());
   return out;
 }

@@ -18,6 +18,9 @@ struct BackwardContext {
   const OpAttrs& attrs;
   std::vector<bool> needs_grad;       // per input
   std::vector<SlotMeta> input_meta;   // sizes, dtype, device of every input
+  // Note [Batched gradients] (graph.h): the number of samples when grads carry a leading batch dim
+  // (only for a derivative registered as batched), -1 otherwise.
+  int64_t batch = -1;
 };
 
 // grads[i] is the gradient of output i (zeros where nothing flowed). Returns one gradient per input;
@@ -29,6 +32,10 @@ struct Derivative {
   DerivativeFn fn = nullptr;
   bool save_inputs = false;
   bool save_outputs = false;
+  // fn takes batched gradients as they come (Note [Batched gradients]): pointwise formulas, whose
+  // operands broadcast against the leading batch dim, and formulas that read ctx.batch. Otherwise a
+  // batched backward calls fn once per sample.
+  bool batched = false;
 };
 
 // Registers the derivative of `op` (explicitly, at start-up: derivatives/register.cpp). The registry
@@ -43,6 +50,7 @@ class OpNode final : public GraphNode {
          OpAttrs&& attrs);
   std::string name() const override;
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
+  std::vector<Tensor> apply_batched(std::vector<Tensor>&& grads, int64_t batch) override;
   void release_saved() override;
   void save_outputs(const std::vector<Tensor>& outputs);  // after the outputs got their grad_fn
 
@@ -53,6 +61,8 @@ class OpNode final : public GraphNode {
   std::vector<SlotMeta> input_meta_;
   std::vector<bool> needs_grad_;
   OpAttrs attrs_;
+
+  BackwardContext context() const;  // unpacks the saved tensors (once per call)
 };
 
 // Installs the autograd stage into the op layer (called at library start-up).

@@ -3,6 +3,8 @@
 // PyTorch once over them). Run as a test, it registers one GoogleTest per case and suite:
 //   Conformance.<case>, ConformanceGrad.<case>          tessera on the CPU against PyTorch (ctest label
 //                                                       `conformance`);
+//   ConformanceBatchedGrad.<case>                       its backward over a batch of grad_outputs against
+//                                                       one backward per vector (no oracle needed);
 //   ConformanceCuda.<case>, ConformanceCudaGrad.<case>  the same case with its inputs moved to the GPU
 //                                                       (same layouts), compared after .cpu() with
 //                                                       PyTorch's outputs and, when the oracle saw a GPU,
@@ -375,6 +377,64 @@ void run_grad_case(const Case& c, ts::Device dev) {
   compare_grads(c, o, grads, wrt, wrt_index, "cuda_grad", "PyTorch on " + o.cuda_device);
 }
 
+// Note [Batched gradients] (src/autograd/graph.h), over every gradient case on the CPU: one backward of
+// three grad_output vectors at once (autograd::grad with is_grads_batched) gives what one backward per
+// vector gives, whether the derivatives met take the batch as it comes or run per vector. Needs no
+// oracle: the per-vector backward is the reference (itself compared with PyTorch by ConformanceGrad).
+void run_batched_grad_case(const Case& c) {
+  constexpr int64_t kBatch = 3;
+  std::vector<ts::Tensor> inputs, wrt, outs;
+  for (const ts::Tensor& t : c.inputs) {
+    ts::Tensor x = t.detach();
+    if (x.is_floating_point()) {
+      x = x.clone().requires_grad_();
+      wrt.push_back(x);
+    }
+    inputs.push_back(x);
+  }
+  std::vector<ts::Tensor> batched_go;
+  std::vector<std::vector<ts::Tensor>> per_vector(kBatch);
+  try {
+    for (const ts::Tensor& y : float_outputs(run_on(c, inputs, ts::kCPU)))
+      if (y.defined() && y.requires_grad()) outs.push_back(y);
+    if (outs.empty()) GTEST_SKIP() << "no output of this case takes a gradient";
+    for (size_t j = 0; j < outs.size(); ++j) {
+      ts::Shape s = outs[j].sizes();
+      s.insert(s.begin(), kBatch);
+      batched_go.push_back(ts::testing::test_data(s, outs[j].dtype(), 100 + j, -1, 1));
+    }
+    for (int64_t b = 0; b < kBatch; ++b) {
+      std::vector<ts::Tensor> go;
+      for (const ts::Tensor& g : batched_go) go.push_back(g.select(0, b));
+      per_vector[b] = ts::autograd::grad(outs, wrt, go, /*retain_graph=*/true, false, /*allow_unused=*/true);
+    }
+  } catch (const ts::Error& e) {
+    GTEST_SKIP() << "tessera computes no gradient here: " << e.what();
+  }
+  std::vector<ts::Tensor> batched =
+      ts::autograd::grad(outs, wrt, batched_go, /*retain_graph=*/true, false, /*allow_unused=*/true, /*batched=*/true);
+  ASSERT_EQ(batched.size(), wrt.size());
+  for (size_t i = 0; i < wrt.size(); ++i) {
+    for (int64_t b = 0; b < kBatch; ++b) {
+      const ts::Tensor& want = per_vector[b][i];
+      if (!batched[i].defined()) {
+        EXPECT_TRUE(!want.defined() || ts::equal(want, ts::zeros_like(want))) << "input " << i << ", vector " << b;
+        continue;
+      }
+      ASSERT_EQ(batched[i].dim(), wrt[i].dim() + 1) << "input " << i;
+      const ts::Tensor have = batched[i].select(0, b).to(ts::kFloat64);
+      const ts::Tensor ref = (want.defined() ? want : ts::zeros_like(wrt[i])).to(ts::kFloat64);
+      ASSERT_EQ(have.sizes(), ref.sizes()) << "input " << i;
+      const ts::DType d = wrt[i].dtype();
+      const double rtol = d == ts::kFloat64 ? 1e-10 : d == ts::kFloat32 ? 2e-5 : 2e-2;
+      const double scale =
+          ref.numel() ? ts::where(ts::isfinite(ref), ts::abs(ref), ts::Scalar(0.0)).max().item<double>() + 1.0 : 1.0;
+      EXPECT_TRUE(ts::allclose(have, ref, rtol, rtol * scale, /*equal_nan=*/true))
+          << "input " << i << ", vector " << b << " of " << c.torch_expr << "\nbatched:\n" << have << "\nper vector:\n" << ref;
+    }
+  }
+}
+
 // Every case (and, for the gradient cases, its backward with unit weights) on the GPU in one process:
 // prints how many ran there and lists the ops whose CUDA kernels are missing. Needs no oracle.
 void cuda_summary(const std::vector<Case>& cases) {
@@ -486,6 +546,8 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) register_test("Conformance", c.name, c.op.c_str(), [cp = &c] { run_case(*cp, ts::kCPU); });
   for (const Case& c : cases)
     if (is_grad_case(c)) register_test("ConformanceGrad", c.name, c.op.c_str(), [cp = &c] { run_grad_case(*cp, ts::kCPU); });
+  for (const Case& c : cases)
+    if (is_grad_case(c)) register_test("ConformanceBatchedGrad", c.name, c.op.c_str(), [cp = &c] { run_batched_grad_case(*cp); });
   for (const Case& c : cases) register_test("ConformanceCuda", c.name, c.op.c_str(), [cp = &c] { run_case(*cp, kGpu); });
   for (const Case& c : cases)
     if (is_grad_case(c)) register_test("ConformanceCudaGrad", c.name, c.op.c_str(), [cp = &c] { run_grad_case(*cp, kGpu); });

@@ -44,4 +44,23 @@ void register_fused_derivatives();
 // Shorthands for derivative files.
 inline bool needs(const BackwardContext& c, size_t i) { return i < c.needs_grad.size() && c.needs_grad[i]; }
 
+// Note [Batched gradients] (graph.h): a derivative registered batched sees gradients with a leading
+// dim of c.batch samples when c.batch >= 0. `batched(c, s)` is shape s with that dim in front, and
+// `batched_dim(c, d, n)` is dim d of an n-dim operand counted in the batched gradient.
+inline Shape batched(const BackwardContext& c, const Shape& s) {
+  if (c.batch < 0) return s;
+  Shape r = {c.batch};
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
+}
+inline int64_t batched_dim(const BackwardContext& c, int64_t d, int64_t n) {
+  return wrap_dim(d, n, "backward") + (c.batch >= 0 ? 1 : 0);
+}
+// Registers a derivative whose formula takes batched gradients (pointwise formulas: the saved
+// operands broadcast against the batch dim; others read c.batch).
+inline void register_batched_derivative(OpId op, Derivative d) {
+  d.batched = true;
+  register_derivative(op, d);
+}
+
 }  // namespace tessera::autograd

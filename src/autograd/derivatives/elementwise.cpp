@@ -254,72 +254,76 @@ V addcdiv_back(C c, const V& g) {
 
 // ---- softmax ----------------------------------------------------------------------------------
 // y = softmax(x): dx = y (g - sum(g y)); y = log_softmax(x): dx = g - exp(y) sum(g), sums over dim.
+// The dim is counted from the end, so that a batched gradient's leading dim leaves it in place.
+int64_t dim_from_end(const Tensor& y, int64_t dim) { return wrap_dim(dim, y.dim(), "softmax backward") - y.dim(); }
 V softmax_back(C c, const V& g) {
   const Tensor& y = c.outputs[0];
   if (y.dim() == 0) return {zeros_like(g[0])};  // a single element: the output is constant
-  const int64_t dim = c.attrs.ints.at(0);
+  const int64_t dim = dim_from_end(y, c.attrs.ints.at(0));
   return {y * (g[0] - sum(g[0] * y, dim, true))};
 }
 V log_softmax_back(C c, const V& g) {
   const Tensor& y = c.outputs[0];
   if (y.dim() == 0) return {zeros_like(g[0])};
-  const int64_t dim = c.attrs.ints.at(0);
+  const int64_t dim = dim_from_end(y, c.attrs.ints.at(0));
   return {g[0] - exp(y) * sum(g[0], dim, true)};
 }
 
 }  // namespace
 
 void register_elementwise_derivatives() {
+  // Every formula here is pointwise (softmax's sums run over a dim counted from the end): batched
+  // gradients broadcast through them as they come (Note [Batched gradients]).
   const bool in = true, out = true;
-  register_derivative(OpId::neg, {neg_back});
-  register_derivative(OpId::abs, {abs_back, in});
-  register_derivative(OpId::exp, {exp_back, false, out});
-  register_derivative(OpId::exp2, {exp2_back, false, out});
-  register_derivative(OpId::log, {log_back, in});
-  register_derivative(OpId::log2, {log2_back, in});
-  register_derivative(OpId::log1p, {log1p_back, in});
-  register_derivative(OpId::expm1, {expm1_back, false, out});
-  register_derivative(OpId::sqrt, {sqrt_back, false, out});
-  register_derivative(OpId::rsqrt, {rsqrt_back, false, out});
-  register_derivative(OpId::sin, {sin_back, in});
-  register_derivative(OpId::cos, {cos_back, in});
-  register_derivative(OpId::tan, {tan_back, false, out});
-  register_derivative(OpId::tanh, {tanh_back, false, out});
-  register_derivative(OpId::sigmoid, {sigmoid_back, false, out});
-  register_derivative(OpId::relu, {relu_back, false, out});
-  register_derivative(OpId::relu_, {relu_back, false, out});  // Note [In-place kernels]
-  register_derivative(OpId::threshold_backward, {threshold_backward_back, true, false});
-  register_derivative(OpId::gelu, {gelu_back, in});
-  register_derivative(OpId::silu, {silu_back, in});
-  register_derivative(OpId::hardswish, {hardswish_back, in});
-  register_derivative(OpId::softplus, {softplus_back, in});
-  register_derivative(OpId::erf, {erf_back, in});
-  for (OpId op : {OpId::floor, OpId::ceil, OpId::round, OpId::trunc, OpId::sign}) register_derivative(op, {zero_back});
-  register_derivative(OpId::reciprocal, {reciprocal_back, false, out});
-  register_derivative(OpId::nan_to_num, {nan_to_num_back, in});
+  register_batched_derivative(OpId::neg, {neg_back});
+  register_batched_derivative(OpId::abs, {abs_back, in});
+  register_batched_derivative(OpId::exp, {exp_back, false, out});
+  register_batched_derivative(OpId::exp2, {exp2_back, false, out});
+  register_batched_derivative(OpId::log, {log_back, in});
+  register_batched_derivative(OpId::log2, {log2_back, in});
+  register_batched_derivative(OpId::log1p, {log1p_back, in});
+  register_batched_derivative(OpId::expm1, {expm1_back, false, out});
+  register_batched_derivative(OpId::sqrt, {sqrt_back, false, out});
+  register_batched_derivative(OpId::rsqrt, {rsqrt_back, false, out});
+  register_batched_derivative(OpId::sin, {sin_back, in});
+  register_batched_derivative(OpId::cos, {cos_back, in});
+  register_batched_derivative(OpId::tan, {tan_back, false, out});
+  register_batched_derivative(OpId::tanh, {tanh_back, false, out});
+  register_batched_derivative(OpId::sigmoid, {sigmoid_back, false, out});
+  register_batched_derivative(OpId::relu, {relu_back, false, out});
+  register_batched_derivative(OpId::relu_, {relu_back, false, out});  // Note [In-place kernels]
+  register_batched_derivative(OpId::threshold_backward, {threshold_backward_back, true, false});
+  register_batched_derivative(OpId::gelu, {gelu_back, in});
+  register_batched_derivative(OpId::silu, {silu_back, in});
+  register_batched_derivative(OpId::hardswish, {hardswish_back, in});
+  register_batched_derivative(OpId::softplus, {softplus_back, in});
+  register_batched_derivative(OpId::erf, {erf_back, in});
+  for (OpId op : {OpId::floor, OpId::ceil, OpId::round, OpId::trunc, OpId::sign}) register_batched_derivative(op, {zero_back});
+  register_batched_derivative(OpId::reciprocal, {reciprocal_back, false, out});
+  register_batched_derivative(OpId::nan_to_num, {nan_to_num_back, in});
 
-  register_derivative(OpId::add, {add_back});
-  register_derivative(OpId::sub, {sub_back});
-  register_derivative(OpId::mul, {mul_back, in});
-  register_derivative(OpId::add_, {add_back});
-  register_derivative(OpId::sub_, {sub_back});
-  register_derivative(OpId::mul_, {mul_back, in});
-  register_derivative(OpId::div, {div_back, in});
-  register_derivative(OpId::pow, {pow_back, in});
-  register_derivative(OpId::maximum, {maximum_back, in});
-  register_derivative(OpId::minimum, {minimum_back, in});
-  register_derivative(OpId::fmod, {fmod_back, in});
-  register_derivative(OpId::remainder, {remainder_back, in});
-  register_derivative(OpId::atan2, {atan2_back, in});
-  register_derivative(OpId::logaddexp, {logaddexp_back, in});
+  register_batched_derivative(OpId::add, {add_back});
+  register_batched_derivative(OpId::sub, {sub_back});
+  register_batched_derivative(OpId::mul, {mul_back, in});
+  register_batched_derivative(OpId::add_, {add_back});
+  register_batched_derivative(OpId::sub_, {sub_back});
+  register_batched_derivative(OpId::mul_, {mul_back, in});
+  register_batched_derivative(OpId::div, {div_back, in});
+  register_batched_derivative(OpId::pow, {pow_back, in});
+  register_batched_derivative(OpId::maximum, {maximum_back, in});
+  register_batched_derivative(OpId::minimum, {minimum_back, in});
+  register_batched_derivative(OpId::fmod, {fmod_back, in});
+  register_batched_derivative(OpId::remainder, {remainder_back, in});
+  register_batched_derivative(OpId::atan2, {atan2_back, in});
+  register_batched_derivative(OpId::logaddexp, {logaddexp_back, in});
 
-  register_derivative(OpId::where, {where_back});
-  register_derivative(OpId::clamp, {clamp_back, in});
-  register_derivative(OpId::lerp, {lerp_back, in});
-  register_derivative(OpId::addcmul, {addcmul_back, in});
-  register_derivative(OpId::addcdiv, {addcdiv_back, in});
-  register_derivative(OpId::softmax, {softmax_back, false, out});
-  register_derivative(OpId::log_softmax, {log_softmax_back, false, out});
+  register_batched_derivative(OpId::where, {where_back});
+  register_batched_derivative(OpId::clamp, {clamp_back, in});
+  register_batched_derivative(OpId::lerp, {lerp_back, in});
+  register_batched_derivative(OpId::addcmul, {addcmul_back, in});
+  register_batched_derivative(OpId::addcdiv, {addcdiv_back, in});
+  register_batched_derivative(OpId::softmax, {softmax_back, false, out});
+  register_batched_derivative(OpId::log_softmax, {log_softmax_back, false, out});
 }
 
 }  // namespace tessera::autograd

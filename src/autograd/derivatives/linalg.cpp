@@ -24,8 +24,14 @@ Tensor scaled(const Tensor& t, const Scalar& s) { return s.to_double() == 1.0 ? 
 Tensor as_dtype(const Tensor& t, const Tensor& like) { return t.dtype() == like.dtype() ? t : t.to(like.dtype()); }
 
 // c = a @ b: da = g @ b^T, db = a^T @ g.
+// mm and linear take batched gradients (Note [Batched gradients]): matmul broadcasts the samples.
 V mm_back(const BackwardContext& c, const V& g) {
   V out(2);
+  if (c.batch >= 0) {
+    if (needs(c, 0)) out[0] = matmul(g[0], c.inputs[1].t());
+    if (needs(c, 1)) out[1] = matmul(c.inputs[0].t(), g[0]);
+    return out;
+  }
   if (needs(c, 0)) out[0] = mm(g[0], c.inputs[1].t());
   if (needs(c, 1)) out[1] = mm(c.inputs[0].t(), g[0]);
   return out;
@@ -78,6 +84,14 @@ V linear_back(const BackwardContext& c, const V& g) {
   const Tensor& w = c.inputs[1];
   const int64_t in = w.size(1), out_f = w.size(0);
   const int64_t rows = numel_of(Shape(x.sizes().begin(), x.sizes().end() - 1));
+  if (c.batch >= 0) {
+    V out(3);
+    Tensor g3 = g[0].reshape({c.batch, rows, out_f});  // (B, rows, out)
+    if (needs(c, 0)) out[0] = matmul(g3, w).reshape(batched(c, x.sizes()));
+    if (needs(c, 1)) out[1] = matmul(g3.transpose(1, 2), x.reshape({rows, in}));  // (B, out, in)
+    if (needs(c, 2)) out[2] = g[0];
+    return out;
+  }
   Tensor g2 = g[0].reshape({rows, out_f});
   V out(3);
   if (needs(c, 0)) out[0] = mm(g2, w).reshape(x.sizes());
@@ -95,13 +109,13 @@ V linear_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_linalg_derivatives() {
-  register_derivative(OpId::mm, {mm_back, /*save_inputs=*/true});
+  register_batched_derivative(OpId::mm, {mm_back, /*save_inputs=*/true});
   register_derivative(OpId::bmm, {bmm_back, /*save_inputs=*/true});
   register_derivative(OpId::addmm, {add_product_back<mm, false>, /*save_inputs=*/true});
   register_derivative(OpId::baddbmm, {add_product_back<bmm, true>, /*save_inputs=*/true});
   register_derivative(OpId::dot, {dot_back, /*save_inputs=*/true});
   register_derivative(OpId::outer, {outer_back, /*save_inputs=*/true});
-  register_derivative(OpId::linear, {linear_back, /*save_inputs=*/true});
+  register_batched_derivative(OpId::linear, {linear_back, /*save_inputs=*/true});
 }
 
 }  // namespace tessera::autograd

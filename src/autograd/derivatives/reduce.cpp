@@ -46,7 +46,7 @@ int64_t reduced_numel(const Shape& in, const std::vector<int64_t>& dims) {
 // A reduction's output (or its gradient) with the reduced dims back as size 1, so that it
 // broadcasts against the input.
 Tensor unreduce(const Tensor& t, const BackwardContext& c) {
-  return ra(c).keepdim ? t : t.reshape(keepdim_shape(c.input_meta[0].sizes, ra(c).dims));
+  return ra(c).keepdim ? t : t.reshape(batched(c, keepdim_shape(c.input_meta[0].sizes, ra(c).dims)));
 }
 
 // The saved input in the dtype of the gradient (an op given a dtype computed in it).
@@ -65,12 +65,15 @@ Tensor div_or_zero(const Tensor& num, const Tensor& den, const Tensor& zero) {
 
 // ---- sum, mean, prod -------------------------------------------------------------------------
 
-V sum_back(const BackwardContext& c, const V& g) { return {unreduce(g[0], c).expand(c.input_meta[0].sizes)}; }
+// sum and mean take batched gradients (Note [Batched gradients]).
+V sum_back(const BackwardContext& c, const V& g) {
+  return {unreduce(g[0], c).expand(batched(c, c.input_meta[0].sizes))};
+}
 
 V mean_back(const BackwardContext& c, const V& g) {
   const Shape& in = c.input_meta[0].sizes;
   const int64_t n = reduced_numel(in, ra(c).dims);
-  return {div(unreduce(g[0], c), Scalar(n)).expand(in)};
+  return {div(unreduce(g[0], c), Scalar(n)).expand(batched(c, in))};
 }
 
 // prod over the last dim of `x` (..., n) without dividing: the product of the elements before
@@ -259,8 +262,8 @@ V cumprod_back(const BackwardContext& c, const V& g) {
 }  // namespace
 
 void register_reduce_derivatives() {
-  register_derivative(OpId::sum, {sum_back});
-  register_derivative(OpId::mean, {mean_back});
+  register_batched_derivative(OpId::sum, {sum_back});
+  register_batched_derivative(OpId::mean, {mean_back});
   register_derivative(OpId::prod, {prod_back, /*save_inputs=*/true, /*save_outputs=*/true});
   for (OpId op : {OpId::amax, OpId::amin}) register_derivative(op, {amax_back, true, true});
   for (OpId op : {OpId::max, OpId::min}) register_derivative(op, {max_all_back, true, true});

@@ -20,16 +20,22 @@ Geometry geometry(const OpAttrs& a) {
   return g;
 }
 
-V reshape_back(const BackwardContext& c, const V& g) { return {g[0].reshape(c.input_meta[0].sizes)}; }
+// reshape, permute, transpose and expand take batched gradients (Note [Batched gradients]).
+V reshape_back(const BackwardContext& c, const V& g) { return {g[0].reshape(batched(c, c.input_meta[0].sizes))}; }
 
 V permute_back(const BackwardContext& c, const V& g) {
   const int64_t n = static_cast<int64_t>(c.attrs.ints.size());
-  Shape inverse(n);
-  for (int64_t i = 0; i < n; ++i) inverse[wrap_dim(c.attrs.ints[i], n, "permute")] = i;
+  const int64_t b = c.batch >= 0 ? 1 : 0;
+  Shape inverse(n + b);
+  if (b) inverse[0] = 0;
+  for (int64_t i = 0; i < n; ++i) inverse[wrap_dim(c.attrs.ints[i], n, "permute") + b] = i + b;
   return {g[0].permute(inverse)};
 }
 
-V transpose_back(const BackwardContext& c, const V& g) { return {g[0].transpose(c.attrs.ints[0], c.attrs.ints[1])}; }
+V transpose_back(const BackwardContext& c, const V& g) {
+  const int64_t n = static_cast<int64_t>(c.input_meta[0].sizes.size());
+  return {g[0].transpose(batched_dim(c, c.attrs.ints[0], n), batched_dim(c, c.attrs.ints[1], n))};
+}
 
 V expand_back(const BackwardContext&, const V& g) { return {g[0]}; }  // the engine sums to the input shape
 
@@ -74,15 +80,18 @@ V fill_back(const BackwardContext&, const V&) { return {}; }
 }  // namespace
 
 void register_view_derivatives() {
-  register_derivative(OpId::view, {reshape_back});
-  register_derivative(OpId::permute, {permute_back});
-  register_derivative(OpId::transpose, {transpose_back});
-  register_derivative(OpId::expand, {expand_back});
+  register_batched_derivative(OpId::view, {reshape_back});
+  register_batched_derivative(OpId::permute, {permute_back});
+  register_batched_derivative(OpId::transpose, {transpose_back});
+  register_batched_derivative(OpId::expand, {expand_back});
   for (OpId op : {OpId::slice, OpId::select, OpId::diagonal}) register_derivative(op, {strided_view_back});
   register_derivative(OpId::as_strided, {as_strided_back});
   register_derivative(OpId::as_strided_scatter, {as_strided_scatter_back});
   register_derivative(OpId::copy_, {copy_back});
   register_derivative(OpId::fill_, {fill_back});
+  // The random fills overwrite self as fill_ does: no gradient reaches what it held (PyTorch's
+  // zeros_like(grad)), and writing a view of a graph tensor rewrites the base's history.
+  for (OpId op : {OpId::uniform_, OpId::normal_, OpId::bernoulli_, OpId::random_}) register_derivative(op, {fill_back});
 }
 
 }  // namespace tessera::autograd
