@@ -222,10 +222,11 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
   Tensor x = drop(wte(idx) + wpe(pos));                                         // (B, T, C)
   if (h.size() == 0) return ln_f(x);
   const bool ckpt = config.gradient_checkpointing && is_training() && is_grad_enabled() && !cache;
+  const utils::CheckpointOptions ckpt_options{.use_reentrant = config.gradient_checkpointing_use_reentrant};
   if (!h.at<GPT2Block>(0).mlp.fused) {  // the blocks' flag (GPT2Config::fused when they were built)
     for (size_t i = 0; i < h.size(); ++i) {
       GPT2Block& block = h.at<GPT2Block>(static_cast<int64_t>(i));
-      if (ckpt) x = utils::checkpoint([&block](const Tensor& in) { return block.forward(in, nullptr); }, x);
+      if (ckpt) x = utils::checkpoint([&block](const Tensor& in) { return block.forward(in, nullptr); }, x, ckpt_options);
       else x = block.forward(x, cache ? &cache->layers[i] : nullptr);
     }
     return ln_f(x);
@@ -242,7 +243,7 @@ Tensor GPT2Model::forward(const Tensor& idx, GPT2KVCache* cache) {
             auto [y, y_ln] = block.forward_fused(in[0], in[1], next, nullptr);
             return std::vector<Tensor>{y, y_ln};
           },
-          {x, x_ln});
+          {x, x_ln}, ckpt_options);
       x = out[0];
       x_ln = out[1];
     } else {

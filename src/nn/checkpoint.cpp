@@ -1,17 +1,16 @@
-// Activation checkpointing (tessera/utils/checkpoint.h): a custom autograd function whose forward
-// runs `fn` without a graph and whose backward recomputes it (Note [Checkpoint replay]) and
-// backpropagates through the recomputation with a nested backward pass.
+// Activation checkpointing (tessera/utils/checkpoint.h): the entry points, and the reentrant form,
+// a custom autograd function whose forward runs `fn` without a graph and whose backward recomputes
+// it (Note [Checkpoint replay]) and backpropagates through the recomputation with a nested backward
+// pass. The non-reentrant form is checkpoint_non_reentrant.cpp.
 #include "tessera/utils/checkpoint.h"
 
 #include <any>
-#include <optional>
 
 #include "autograd/engine_state.h"
-#include "ops/autocast_hook.h"
-#include "tessera/amp.h"
+#include "nn/checkpoint_non_reentrant.h"
+#include "nn/checkpoint_replay.h"
 #include "tessera/autograd.h"
 #include "tessera/functions.h"
-#include "tessera/generator.h"
 #include "tessera/nn/containers.h"
 
 namespace tessera::utils {
@@ -19,55 +18,14 @@ namespace {
 
 using V = std::vector<Tensor>;
 using autograd::FunctionContext;
-
-struct GeneratorState {
-  uint64_t seed = 0, offset = 0;
-};
-
-GeneratorState state_of(Generator& g) { return {g.seed(), g.offset()}; }
-void restore(Generator& g, const GeneratorState& s) {
-  g.manual_seed(s.seed);
-  g.set_offset(s.offset);
-}
-
-struct AutocastState {
-  bool enabled = false;
-  DType dtype = kBFloat16;
-};
-
-constexpr DeviceType kAutocastTypes[] = {DeviceType::CPU, DeviceType::CUDA};
+using detail::ReplayScope;
+using detail::ReplayState;
 
 struct Checkpoint {
   CheckpointFn fn;
-  bool preserve_rng = true;
-  GeneratorState cpu_rng, cuda_rng;
-  AutocastState autocast[2];
-  bool autocast_cache = true;
+  ReplayState replay;
   std::vector<bool> requires_grad;  // per input
   size_t n_inputs = 0;              // fn's; a placeholder input may follow (checkpoint())
-};
-
-// The forward's generator states, set for the recomputation and the caller's put back after.
-class ForkRng {
- public:
-  explicit ForkRng(const Checkpoint& c) : active_(c.preserve_rng) {
-    if (!active_) return;
-    cpu_ = state_of(default_generator(kCPU));
-    cuda_ = state_of(default_generator(Device::cuda()));
-    restore(default_generator(kCPU), c.cpu_rng);
-    restore(default_generator(Device::cuda()), c.cuda_rng);
-  }
-  ~ForkRng() {
-    if (!active_) return;
-    restore(default_generator(kCPU), cpu_);
-    restore(default_generator(Device::cuda()), cuda_);
-  }
-  ForkRng(const ForkRng&) = delete;
-  ForkRng& operator=(const ForkRng&) = delete;
-
- private:
-  bool active_;
-  GeneratorState cpu_, cuda_;
 };
 
 V checkpoint_backward(FunctionContext& ctx, const V& grads) {
@@ -84,15 +42,7 @@ V checkpoint_backward(FunctionContext& ctx, const V& grads) {
   }
   V outputs;
   {
-    ForkRng rng(*c);
-    EnableGradGuard grad_on;
-    AutocastIncludeGuard lift;  // the engine excludes autocast for derivatives; the forward ran under it
-    std::optional<amp::autocast> guards[2];
-    for (int k = 0; k < 2; ++k) {
-      const DeviceType t = kAutocastTypes[k];
-      if (c->autocast[k].enabled || amp::is_autocast_enabled(t))
-        guards[k].emplace(Device(t), c->autocast[k].dtype, c->autocast[k].enabled, c->autocast_cache);
-    }
+    ReplayScope replay(c->replay);
     outputs = c->fn(V(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(c->n_inputs)));
   }
   V roots, root_grads;
@@ -109,13 +59,10 @@ V checkpoint_backward(FunctionContext& ctx, const V& grads) {
   return out;
 }
 
-}  // namespace
-
-std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, bool preserve_rng_state) {
-  TS_CHECK(!inputs.empty(), ValueError, "checkpoint: needs at least one tensor input");
+// The reentrant form: a custom function whose backward recomputes and runs a nested backward.
+V checkpoint_reentrant(const CheckpointFn& fn, const V& inputs, bool preserve_rng_state) {
   auto c = std::make_shared<Checkpoint>();
   c->fn = fn;
-  c->preserve_rng = preserve_rng_state;
   c->n_inputs = inputs.size();
   V all = inputs;
   // Where no input requires grad (the first block of a network, fed data), the parameters inside fn
@@ -125,13 +72,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any && is_grad_enabled()) all.push_back(zeros({0}).requires_grad_());
   for (const Tensor& t : all) c->requires_grad.push_back(t.defined() && t.requires_grad());
-  if (preserve_rng_state) {
-    c->cpu_rng = state_of(default_generator(kCPU));
-    c->cuda_rng = state_of(default_generator(Device::cuda()));
-  }
-  for (int k = 0; k < 2; ++k)
-    c->autocast[k] = {amp::is_autocast_enabled(kAutocastTypes[k]), amp::get_autocast_dtype(kAutocastTypes[k])};
-  c->autocast_cache = amp::is_autocast_cache_enabled();
+  c->replay = ReplayState::capture(preserve_rng_state);
   return autograd::detail::apply_custom_function(
       "CheckpointFunctionBackward", all,
       [&](FunctionContext& ctx) {
@@ -142,7 +83,32 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
       &checkpoint_backward, /*once_differentiable=*/true);
 }
 
+}  // namespace
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs, bool preserve_rng_state) {
+  return checkpoint(fn, inputs, CheckpointOptions{.preserve_rng_state = preserve_rng_state});
+}
+
+std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                               const CheckpointOptions& options) {
+  TS_CHECK(!inputs.empty(), ValueError, "checkpoint: needs at least one tensor input");
+  TS_CHECK(options.determinism_check == "default" || options.determinism_check == "none", ValueError,
+           "checkpoint: determinism_check should be one of \"default\", \"none\", but got ",
+           options.determinism_check);
+  if (options.use_reentrant) {
+    TS_CHECK(options.determinism_check == "default", ValueError, "checkpoint: Passing `determinism_check` is "
+             "currently only supported for non-reentrant checkpoint (use_reentrant=false)");
+    return checkpoint_reentrant(fn, inputs, options.preserve_rng_state);
+  }
+  return detail::checkpoint_non_reentrant(fn, inputs, options);
+}
+
 Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor& input, bool preserve_rng_state) {
+  return checkpoint_sequential(seq, segments, input, CheckpointOptions{.preserve_rng_state = preserve_rng_state});
+}
+
+Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor& input,
+                             const CheckpointOptions& options) {
   TS_CHECK(segments > 0, ValueError, "checkpoint_sequential: segments must be positive, got ", segments);
   const int64_t n = static_cast<int64_t>(seq.size());
   if (n == 0) return input;
@@ -157,7 +123,7 @@ Tensor checkpoint_sequential(nn::Sequential& seq, int64_t segments, const Tensor
           for (int64_t i = start; i < end; ++i) h = seq[i](h);
           return V{h};
         },
-        {x}, preserve_rng_state)[0];
+        {x}, options)[0];
   }
   for (int64_t i = start; i < n; ++i) x = seq[i](x);  // the last segment runs as usual
   return x;

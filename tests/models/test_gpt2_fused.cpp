@@ -128,13 +128,16 @@ TEST(GPT2Fused, ChunkedLossMatchesLogitsLoss) {
 }
 
 
-// GPT2Config::gradient_checkpointing: the same loss and gradients (dropout on: the recomputation
-// replays its random numbers), the blocks' forward ops run twice (once more in backward), and only in
-// training mode with grad on.
+// GPT2Config::gradient_checkpointing, in both forms (gradient_checkpointing_use_reentrant): the same
+// loss and gradients (dropout on: the recomputation replays its random numbers), the blocks' forward
+// ops run twice (once more in backward), and only in training mode with grad on.
 TEST(GPT2Fused, GradientCheckpointingEqualsPlainTrainingWithDropout) {
+  for (bool reentrant : {true, false})
   for (bool fused : {true, false}) {
+    SCOPED_TRACE(reentrant ? "reentrant" : "non-reentrant");
     ts::models::GPT2Config cfg = tiny(3);
     cfg.fused = fused;
+    cfg.gradient_checkpointing_use_reentrant = reentrant;
     cfg.attn_pdrop = cfg.resid_pdrop = cfg.embd_pdrop = 0.1;
     ts::manual_seed(21);
     ts::models::GPT2 plain(cfg);

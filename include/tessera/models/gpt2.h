@@ -42,6 +42,9 @@ struct GPT2Config {
   // again (Note [Checkpoint replay]: dropout draws the same numbers). Memory for compute: the figures
   // are in bench/NOTES.md. Not part of a checkpoint; read at each forward of the trunk.
   bool gradient_checkpointing = false;
+  // Which form of utils::checkpoint the blocks use (Hugging Face's gradient_checkpointing_kwargs
+  // {"use_reentrant": ...}); false: the non-reentrant form, which also works with autograd::grad.
+  bool gradient_checkpointing_use_reentrant = true;
 
   // Reads a Hugging Face config.json of model_type "gpt2" (GPT2Config's field names). ValueError for
   // a setting this model does not implement (another activation, scale_attn_by_inverse_layer_idx).
