@@ -32,7 +32,12 @@ class MultiheadAttention : public Module {
                                         bool need_weights = true,
                                         const std::optional<Tensor>& attn_mask = std::nullopt,
                                         bool average_attn_weights = true, bool is_causal = false) {
-    return forward(query, key, value, key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
+    // With the module's hooks: args (query, key, value), output (attn_output, attn_weights).
+    std::vector<Tensor> out = call_with_hooks({query, key, value}, [&](const std::vector<Tensor>& a) {
+      auto [o, w] = forward(a[0], a[1], a[2], key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal);
+      return std::vector<Tensor>{o, w};
+    });
+    return {out[0], out[1]};
   }
   void reset_parameters();
   std::string extra_repr() const override;

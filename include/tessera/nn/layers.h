@@ -28,7 +28,10 @@ class Bilinear : public Module {
  public:
   Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x1, const Tensor& x2);
-  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  // forward with the module's hooks (args: x1, x2).
+  Tensor operator()(const Tensor& x1, const Tensor& x2) {
+    return call_with_hooks({x1, x2}, [this](const std::vector<Tensor>& a) { return std::vector<Tensor>{forward(a[0], a[1])}; })[0];
+  }
   void reset_parameters();
   std::string extra_repr() const override;
 

@@ -14,7 +14,11 @@ namespace tessera::nn {
 class Loss : public Module {
  public:
   virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  // forward with the module's hooks (args: input, target).
+  Tensor operator()(const Tensor& input, const Tensor& target) {
+    return call_with_hooks({input, target},
+                           [this](const std::vector<Tensor>& a) { return std::vector<Tensor>{forward(a[0], a[1])}; })[0];
+  }
   std::string extra_repr() const override;
   std::string reduction;  // "none", "mean", "sum" ("batchmean" for KLDivLoss)
 

@@ -65,14 +65,29 @@ struct LoadStateDictResult {
 
 using StateDict = std::map<std::string, Tensor>;
 
-// Module hooks (src/nn/module_hooks.cpp), as PyTorch's, for modules called with one tensor:
-//   forward pre-hook  hook(module, input) -> a replacement input, or nullopt to keep it;
-//   forward hook      hook(module, input, output) -> a replacement output, or nullopt;
+// Module hooks (src/nn/module_hooks.cpp), as PyTorch's. A call's positional tensor arguments are
+// `args` (one for forward(Tensor); input1, input2 for Bilinear; query, key, value for
+// MultiheadAttention; input, target for a loss; whatever a module passes to call_with_hooks) and its
+// tensor results `output` (undefined where the module returns none, as MultiheadAttention's weights
+// without need_weights). Non-tensor arguments (options, masks passed by name) are not seen, as
+// PyTorch's hooks without with_kwargs.
+//   forward pre-hook  hook(module, args) -> replacement args (as many), or nullopt to keep them;
+//   forward hook      hook(module, args, output) -> a replacement output (as many), or nullopt;
 //   full backward pre-hook  hook(module, grad_output) -> a replacement grad_output, or nullopt;
 //   full backward hook      hook(module, grad_input, grad_output) -> a replacement grad_input, or
-//                           nullopt; grad_input[i] is undefined where input i takes no gradient.
+//                           nullopt. grad_input has one entry per argument: undefined for every
+//                           argument when none requires grad, else zeros for an argument that does
+//                           not (PyTorch 1.13's values); grad_output one per output, undefined for an
+//                           output that received no gradient.
+// For modules called with one tensor and returning one, the hooks may take and return Tensor instead
+// of vectors (ForwardPreHook, ForwardHook); such a hook on a module called with several arguments
+// raises ValueError naming the module.
 using ForwardPreHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input)>;
 using ForwardHook = std::function<std::optional<Tensor>(Module& module, const Tensor& input, const Tensor& output)>;
+using ForwardPreHookArgs =
+    std::function<std::optional<std::vector<Tensor>>(Module& module, const std::vector<Tensor>& args)>;
+using ForwardHookArgs = std::function<std::optional<std::vector<Tensor>>(
+    Module& module, const std::vector<Tensor>& args, const std::vector<Tensor>& output)>;
 using BackwardPreHook =
     std::function<std::optional<std::vector<Tensor>>(Module& module, const std::vector<Tensor>& grad_output)>;
 using BackwardHook = std::function<std::optional<std::vector<Tensor>>(
@@ -104,11 +119,20 @@ class Module {
   virtual Tensor forward(Tensor input);
   // forward() with the module's hooks around it (Module hooks, above).
   Tensor operator()(Tensor input);
+  // `forward` on `args` with the module's hooks around it: the call path of a module whose forward
+  // takes several tensors, e.g. in a module of one's own:
+  //   Tensor operator()(const Tensor& x, const Tensor& y) {
+  //     return call_with_hooks({x, y}, [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{forward(a[0], a[1])}; })[0];
+  //   }
+  std::vector<Tensor> call_with_hooks(std::vector<Tensor> args,
+                                      const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward);
 
   // ---- hooks (Module hooks, above) ----------------------------------------------------------------
   // prepend: run before the hooks already registered instead of after them.
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  RemovableHandle register_forward_pre_hook(ForwardPreHookArgs hook, bool prepend = false);
   RemovableHandle register_forward_hook(ForwardHook hook, bool prepend = false);
+  RemovableHandle register_forward_hook(ForwardHookArgs hook, bool prepend = false);
   RemovableHandle register_full_backward_pre_hook(BackwardPreHook hook, bool prepend = false);
   RemovableHandle register_full_backward_hook(BackwardHook hook, bool prepend = false);
 
