@@ -3,6 +3,7 @@
 #include "ops/amp_ops.h"
 
 #include "ops/amp_kernel.h"
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 #include "tessera/autograd.h"
@@ -38,6 +39,11 @@ void _amp_foreach_non_finite_check_and_unscale_(const std::vector<Tensor>& grads
     TS_CHECK(is_floating_point(g.dtype()), DTypeError, op, ": scaled_grads[", i,
              "] must be a floating-point tensor, got ", dtype_name(g.dtype()));
   }
+  {
+    std::vector<Tensor> written = grads;
+    written.push_back(found_inf);
+    refuse_untracked_inplace(op, written, {inv_scale});
+  }
   if (grads.empty()) return;
   NoGradGuard no_grad;
   // The kernels take dense contiguous tensors; the rare strided gradient goes through a copy.
@@ -70,6 +76,7 @@ Tensor& _amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& 
   check_one_element(op, found_inf, "found_inf", kFloat32);
   check_same_device(op, {&scale, &growth_tracker, &found_inf});
   TS_CHECK(growth_interval > 0, ValueError, op, ": growth_interval must be positive, got ", growth_interval);
+  refuse_untracked_inplace(op, {scale, growth_tracker}, {found_inf});
   amp_update_scale_kernel(scale.device(), scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                           growth_interval);
   scale.impl()->bump_version();

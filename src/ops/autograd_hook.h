@@ -94,6 +94,13 @@ inline void track_views(const Tensor& self, const std::vector<Tensor>& views, bo
 // After an in-place op wrote `self` from `inputs`: records it so that self's history continues from
 // the op ("rebase"). Does nothing unless self or an input takes part in autograd.
 void record_inplace(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});
+// Before an in-place op that has no derivative (the fused optimizer steps, the gradient scaler's ops)
+// writes `written` from `read`: while autograd would have to record the call (grad mode on and one of
+// them requiring grad) it raises, as PyTorch's refusals for a leaf or a view of one (check_inplace),
+// else NotImplementedError naming the op. Their callers run them under no_grad.
+void refuse_untracked_inplace(const char* op, const std::vector<Tensor>& written, const std::vector<Tensor>& read = {});
+// The autograd half alone, for an op that gives the capture a record of its own (the random fills).
+void record_inplace_untraced(OpId op, const Tensor& self, const std::vector<Tensor>& inputs, OpAttrs attrs = {});
 
 // The trace record goes to the capture when one runs; the autograd node is made for rows with a
 // derivative when autograd's own condition holds.

@@ -1,6 +1,7 @@
 // The fused optimizer steps (optim_ops.h): argument checks, one OpScope, one kernel call.
 #include "ops/optim_ops.h"
 
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/op_utils.h"
 
@@ -64,6 +65,11 @@ void fused_sgd_(const TensorList& params, const TensorList& grads, const TensorL
     TS_CHECK(momentum_buffers.empty(), ValueError, op, ": momentum is 0 but ", momentum_buffers.size(),
              " momentum buffers were given");
   }
+  {
+    TensorList written = params;
+    written.insert(written.end(), momentum_buffers.begin(), momentum_buffers.end());
+    refuse_untracked_inplace(op, written, grads);
+  }
   sgd_kernel(params[0].device(), params, grads, momentum_buffers, new_buffer, p);
   bump_versions(params);
   bump_versions(momentum_buffers);
@@ -85,6 +91,11 @@ void fused_adam_(const TensorList& params, const TensorList& grads, const Tensor
   for (size_t i = 0; i < steps.size(); ++i)
     TS_CHECK(steps[i] >= 1, ValueError, op, ": steps[", i, "] must be at least 1 (the count after this step), got ",
              steps[i]);
+  {
+    TensorList written = params;
+    for (const TensorList* t : {&exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs}) written.insert(written.end(), t->begin(), t->end());
+    refuse_untracked_inplace(op, written, grads);
+  }
   adam_kernel(params[0].device(), params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, p);
   for (const TensorList* t : {&params, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs}) bump_versions(*t);
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/autograd_hook.h"
 #include "ops/op_scope.h"
 #include "ops/trace_hook.h"
 #include "ops/op_utils.h"
@@ -59,6 +60,11 @@ double dtype_max(DType t) {
 
 void bump(const Tensor& t) { t.impl()->bump_version(); }
 
+// A random fill overwrites self: autograd's refusals of in-place writes apply before it (a leaf that
+// requires grad, views that cannot be written through), and self's history restarts after it (its
+// old value gets no gradient; a view's base gets CopySlices). The capture has its own record.
+void record_fill(OpId op, const Tensor& self, const OpAttrs& attrs) { record_inplace_untraced(op, self, {}, attrs); }
+
 }  // namespace
 
 // ---- in-place fills ------------------------------------------------------------------------------
@@ -72,11 +78,13 @@ Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
            " > to=", to);
   TS_CHECK(to - from <= dtype_max(dtype()), ValueError, "uniform_: expects to-from <= the largest ",
            dtype_name(dtype()), " (", dtype_max(dtype()), "), but found to=", to, " and from=", from);
+  check_inplace("uniform_", *this);
   check_writable("uniform_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), uniform_words(dtype()));
   uniform_kernel(device(), *this, from, to, p);
   if (capturing() && gen == nullptr) detail::trace_record(OpId::uniform_, {}, {*this}, OpAttrs{.scalars = {from, to}});
   bump(*this);
+  record_fill(OpId::uniform_, *this, OpAttrs{.scalars = {from, to}});
   return *this;
 }
 
@@ -86,11 +94,13 @@ Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   check_floating("normal_", dtype());
   TS_CHECK(std::isfinite(mean), ValueError, "normal_: expects mean to be finite, got ", mean);
   TS_CHECK(std::isfinite(std) && std >= 0.0, ValueError, "normal_: expects std >= 0.0 and finite, but found std ", std);
+  check_inplace("normal_", *this);
   check_writable("normal_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), normal_words(dtype()));
   normal_kernel(device(), *this, mean, std, p);
   if (capturing() && gen == nullptr) detail::trace_record(OpId::normal_, {}, {*this}, OpAttrs{.scalars = {mean, std}});
   bump(*this);
+  record_fill(OpId::normal_, *this, OpAttrs{.scalars = {mean, std}});
   return *this;
 }
 
@@ -98,11 +108,13 @@ Tensor& Tensor::bernoulli_(double prob, Generator* gen) {
   OpScope scope(OpId::bernoulli_, {this});
   check_defined("bernoulli_", *this, "self");
   TS_CHECK(prob >= 0.0 && prob <= 1.0, ValueError, "bernoulli_: expected p in [0, 1], but got p=", prob);
+  check_inplace("bernoulli_", *this);
   check_writable("bernoulli_", *this);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), kBernoulliWords);
   bernoulli_scalar_kernel(device(), *this, prob, p);
   if (capturing() && gen == nullptr) detail::trace_record(OpId::bernoulli_, {}, {*this}, OpAttrs{.scalars = {prob}});
   bump(*this);
+  record_fill(OpId::bernoulli_, *this, OpAttrs{.scalars = {prob}});
   return *this;
 }
 
@@ -115,12 +127,14 @@ Tensor& Tensor::random_(int64_t from, int64_t to, Generator* gen) {
            " (expected from >= ", lo, ")");
   TS_CHECK(to - 1 <= hi, ValueError, "random_: to - 1 = ", to - 1, " is out of bounds for dtype ", dtype_name(dtype()),
            " (expected to - 1 <= ", hi, ")");
+  check_inplace("random_", *this);
   check_writable("random_", *this);
   const uint64_t range = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
   const PhiloxParams p = reserve_counters(gen, device(), numel(), random_int_words(range));
   random_int_kernel(device(), *this, from, range, p);
   if (capturing() && gen == nullptr) detail::trace_record(OpId::random_, {}, {*this}, OpAttrs{.scalars = {from, to}});
   bump(*this);
+  record_fill(OpId::random_, *this, OpAttrs{.scalars = {from, to}});
   return *this;
 }
 

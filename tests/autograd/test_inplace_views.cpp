@@ -3,6 +3,8 @@
 // gradcheck / gradgradcheck in float64, and a few against values PyTorch computes (literals below,
 // produced with Debian's python3-torch 1.13 on the CPU from the lines quoted beside them).
 #include "common/test_util.h"
+#include "ops/amp_ops.h"
+#include "ops/optim_ops.h"
 
 namespace ts = tessera;
 using namespace tessera::testing;
@@ -238,4 +240,89 @@ TEST(AutogradInplaceView, RetainGradFollowsTheCurrentValue) {
   y2.slice(0, 0, 1).mul_(5);
   (y2 * y2).sum().backward();
   EXPECT_EQ(values(y2.grad()), (std::vector<double>{20, 4, 4}));
+}
+
+// The random fills are in-place ops like the others: writing a tensor of the graph (or a view of one)
+// cuts the overwritten elements' gradient, and a leaf that requires grad is refused. PyTorch:
+//   x = arange(12.).reshape(3, 4) (requires grad); y = x * 1; y[:, 1:3].uniform_(0.5, 0.5)
+//   (y * y).sum().backward() -> x.grad = [0, 0, 0, 6, 8, 0, 0, 14, 16, 0, 0, 22]; y.grad_fn CopySlices
+TEST(AutogradInplaceView, RandomFillsThroughViewsAgainstPyTorch) {
+  const std::vector<double> want = {0, 0, 0, 6, 8, 0, 0, 14, 16, 0, 0, 22};
+  using Fill = std::function<void(ts::Tensor)>;
+  const std::vector<std::pair<std::string, Fill>> fills = {
+      {"uniform_", [](ts::Tensor v) { v.uniform_(0.5, 0.5); }},
+      {"normal_", [](ts::Tensor v) { v.normal_(0.5, 0.0); }},
+      {"bernoulli_", [](ts::Tensor v) { v.bernoulli_(1.0); }},
+      {"random_", [](ts::Tensor v) { v.random_(3, 4); }},
+  };
+  for (const auto& [name, fill] : fills) {
+    SCOPED_TRACE(name);
+    ts::Tensor x = ts::arange(12, ts::kFloat64).reshape({3, 4}).requires_grad_();
+    ts::Tensor y = x * 1;
+    fill(y.slice(1, 1, 3));
+    EXPECT_EQ(y.grad_fn()->name(), "CopySlices");
+    (y * y).sum().backward();
+    expect_near(values(x.grad()), want);
+    // The whole tensor: its history restarts at the fill, nothing reaches x.
+    ts::Tensor x2 = ts::arange(4, ts::kFloat64).requires_grad_();
+    ts::Tensor z = x2 * 1;
+    fill(z);
+    ASSERT_TRUE(z.requires_grad());
+    (z * x2).sum().backward();
+    expect_near(values(x2.grad()), values(z.detach()));
+    // PyTorch: a leaf Variable that requires grad is being used in an in-place operation.
+    ts::Tensor leaf_t = ts::arange(4, ts::kFloat64).requires_grad_();
+    EXPECT_NE(message_of<ts::ValueError>([&] { fill(leaf_t); })
+                  .find(name + ": a leaf Variable that requires grad is being used in an in-place operation."),
+              std::string::npos);
+    EXPECT_NE(message_of<ts::ValueError>([&] { fill(leaf_t.slice(0, 0, 2)); })
+                  .find(name + ": a view of a leaf Variable that requires grad is being used in an in-place operation."),
+              std::string::npos);
+    {
+      ts::NoGradGuard g;
+      EXPECT_NO_THROW(fill(leaf_t));  // initialization under no_grad, as nn::init does
+    }
+  }
+}
+
+// _foreach_mul_ writes through views as mul_ does (it calls mul_ where autograd records).
+TEST(AutogradInplaceView, ForeachMulThroughViewsGradcheck) {
+  check_grads([](const V& in) {
+    ts::Tensor y = in[0] * 1;
+    ts::Tensor z = in[1].sin();  // sin saves its input, not z
+    ts::_foreach_mul_({y.t().slice(0, 1, 3), z.select(0, 1)}, in[2].sum());
+    return V{y, z};
+  }, {leaf({3, 4}, 17), leaf({2, 3}, 18), leaf({2}, 19)});
+}
+
+// The in-place ops without a derivative (the fused optimizer steps and the gradient scaler's ops) refuse
+// to write a tensor that autograd would have to track, a view of it, or a leaf; under no_grad they run.
+TEST(AutogradInplaceView, InPlaceOpsWithoutADerivativeRefuseGraphTensors) {
+  ts::Tensor w = ts::ones({2, 3}).requires_grad_();
+  ts::Tensor y = w * 2;
+  const ts::Tensor g = ts::ones({3});
+  const ts::SGDKernelParams sgd{.lr = 0.1};
+  EXPECT_NE(message_of<ts::NotImplementedError>([&] { ts::fused_sgd_({y.select(0, 0)}, {g}, {}, {}, sgd); })
+                .find("_fused_sgd_: the derivative of this op is not implemented"),
+            std::string::npos);
+  EXPECT_NE(message_of<ts::ValueError>([&] { ts::fused_sgd_({w.select(0, 0)}, {g}, {}, {}, sgd); })
+                .find("_fused_sgd_: a view of a leaf Variable that requires grad is being used in an in-place "
+                      "operation."),
+            std::string::npos);
+  ts::Tensor m = ts::zeros({3}), v = ts::zeros({3});
+  EXPECT_THROW(ts::fused_adam_({y.select(0, 1)}, {g}, {m}, {v}, {}, {1}, ts::AdamKernelParams{.lr = 0.1}),
+               ts::NotImplementedError);
+  ts::Tensor found = ts::zeros({}), inv = ts::ones({});
+  EXPECT_THROW(ts::_amp_foreach_non_finite_check_and_unscale_({y}, found, inv), ts::NotImplementedError);
+  ts::Tensor scale = ts::ones({}).requires_grad_(), tracker = ts::zeros({}, ts::kInt32);
+  EXPECT_NE(message_of<ts::ValueError>([&] { ts::_amp_update_scale_(scale, tracker, found, 2.0, 0.5, 10); })
+                .find("_amp_update_scale_: a leaf Variable that requires grad is being used in an in-place operation."),
+            std::string::npos);
+  {
+    ts::NoGradGuard no_grad;
+    ts::Tensor p = w.detach().clone();
+    EXPECT_NO_THROW(ts::fused_sgd_({p.select(0, 0)}, {g}, {}, {}, sgd));
+    EXPECT_NO_THROW(ts::fused_sgd_({w.select(0, 0)}, {g}, {}, {}, sgd));  // what an optimizer's step does
+    EXPECT_NO_THROW(ts::_amp_update_scale_(scale, tracker, found, 2.0, 0.5, 10));
+  }
 }

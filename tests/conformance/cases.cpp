@@ -244,6 +244,20 @@ void binary(Builder& b) {
     b.add("index_put", "through_view", {N({3, 5}, kFloat32, 58), N({2, 3}, kFloat32, 59), tensor(std::vector<int64_t>{2, 0}, {2})},
           "(lambda t: (t[:, 1:4].index_put_((x[2],), x[1]), t)[1])(x[0] * 1)",
           [](const V& x) { Tensor t = x[0] * 1; t.slice(1, 1, 4).index_put_({x[2]}, x[1]); return V{t}; });
+    // The random fills, with arguments that make the values certain (an empty range, no deviation, a
+    // sure draw) so that the values and the gradients (zero where the fill wrote) compare.
+    b.add("uniform_", "through_slice", {N({4, 5}, kFloat32, 60)},
+          "(lambda t: (t[1:3, 2:].uniform_(0.5, 0.5), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.slice(0, 1, 3).slice(1, 2, 5).uniform_(0.5, 0.5); return V{t}; });
+    b.add("normal_", "through_transposed_select", {N({4, 5}, kFloat32, 61)},
+          "(lambda t: (t.t()[1].normal_(2.0, 0.0), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.t().select(0, 1).normal_(2.0, 0.0); return V{t}; });
+    b.add("bernoulli_", "through_diagonal", {N({4, 5}, kFloat32, 62)},
+          "(lambda t: (t[:, :4].diagonal().bernoulli_(1.0), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.slice(1, 0, 4).diagonal().bernoulli_(1.0); return V{t}; });
+    b.add("random_", "through_narrow", {N({4, 5}, kFloat32, 63)},
+          "(lambda t: (t.narrow(1, 1, 2).random_(3, 4), t)[1])(x[0] * 1)",
+          [](const V& x) { Tensor t = x[0] * 1; t.narrow(1, 1, 2).random_(3, 4); return V{t}; });
   }
   b.add("add", "zero_dim_and_empty", {N({}), N({0, 3})}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
   b.add("add", "bool", {I({6}, 0, 2).to(kBool), I({6}, 0, 2, 8).to(kBool)}, "torch.add(x[0], x[1])", [](const V& x) { return V{add(x[0], x[1])}; });
