@@ -92,6 +92,11 @@ OpNode::OpNode(OpId op, const Derivative* d, const std::vector<Tensor>& inputs,
   }
   for (const Tensor& out : outputs)
     slots.push_back(out.defined() ? SlotMeta{out.sizes(), out.dtype(), out.device()} : SlotMeta{});
+  if (!attrs_.tensors.empty() && current_saved_tensor_hooks()) {
+    for (const Tensor& t : attrs_.tensors) saved_attr_tensors_.emplace_back(t, false);
+    attrs_.tensors.clear();
+    attr_tensors_saved_ = true;
+  }
 }
 
 void OpNode::save_outputs(const std::vector<Tensor>& outputs) {
@@ -111,8 +116,12 @@ std::string OpNode::name() const {
   return n + "Backward0";
 }
 
-BackwardContext OpNode::context() const {
-  BackwardContext ctx{op_, {}, {}, attrs_, needs_grad_, input_meta_};
+BackwardContext OpNode::context(OpAttrs& scratch) const {
+  if (attr_tensors_saved_) {
+    scratch = attrs_;
+    for (const SavedTensor& s : saved_attr_tensors_) scratch.tensors.push_back(s.unpack(name()));
+  }
+  BackwardContext ctx{op_, {}, {}, attr_tensors_saved_ ? scratch : attrs_, needs_grad_, input_meta_};
   if (saved_inputs_.empty() && saved_outputs_.empty()) return ctx;
   const std::string nm = name();
   for (const SavedTensor& s : saved_inputs_) ctx.inputs.push_back(s.unpack(nm));
@@ -121,14 +130,16 @@ BackwardContext OpNode::context() const {
 }
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>&& grads) {
-  std::vector<Tensor> out = derivative_->fn(context(), grads);
+  OpAttrs scratch;
+  std::vector<Tensor> out = derivative_->fn(context(scratch), grads);
   out.resize(next_edges.size());
   return out;
 }
 
 // Note [Batched gradients]: the saved tensors are unpacked once for all samples.
 std::vector<Tensor> OpNode::apply_batched(std::vector<Tensor>&& grads, int64_t batch) {
-  BackwardContext ctx = context();
+  OpAttrs scratch;
+  BackwardContext ctx = context(scratch);
   std::vector<Tensor> out;
   if (derivative_->batched) {
     ctx.batch = batch;
@@ -151,6 +162,7 @@ std::vector<Tensor> OpNode::apply_batched(std::vector<Tensor>&& grads, int64_t b
 void OpNode::release_saved() {
   for (SavedTensor& s : saved_inputs_) s.reset();
   for (SavedTensor& s : saved_outputs_) s.reset();
+  for (SavedTensor& s : saved_attr_tensors_) s.reset();
 }
 
 }  // namespace tessera::autograd

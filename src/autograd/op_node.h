@@ -61,8 +61,14 @@ class OpNode final : public GraphNode {
   std::vector<SlotMeta> input_meta_;
   std::vector<bool> needs_grad_;
   OpAttrs attrs_;
+  // Note [Saved tensor hooks]: under hooks, attrs_.tensors (indices, masks, saved statistics and
+  // activations of fused ops) are saved like the inputs and outputs, and put back for the derivative.
+  std::vector<SavedTensor> saved_attr_tensors_;
+  bool attr_tensors_saved_ = false;
 
-  BackwardContext context() const;  // unpacks the saved tensors (once per call)
+  // Unpacks the saved tensors (once per call); `scratch` holds the attributes with their tensors
+  // unpacked, when they were saved.
+  BackwardContext context(OpAttrs& scratch) const;
 };
 
 // Installs the autograd stage into the op layer (called at library start-up).

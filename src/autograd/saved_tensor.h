@@ -5,7 +5,9 @@
 //
 // Note [Saved tensor hooks]: while a saved_tensors_hooks scope is open on the thread
 // (tessera/autograd/graph.h), a tensor being saved is handed to the innermost pack hook (under
-// no_grad; the hook must leave its version alone) and only what the hook returned is kept, with the
+// no_grad; the hook must leave its version alone: an op's saved inputs and outputs and the tensors its
+// attributes carry for the derivative, a custom function's save_for_backward) and only what the hook
+// returned is kept, with the
 // unpack hook and the tensor's place in the graph: its grad_fn and output number (weakly for an
 // output of the saving node, as above), or, for a leaf that requires grad, its gradient accumulator.
 // Unpacking calls the unpack hook and gives a fresh alias of its result that place, as PyTorch's

@@ -246,3 +246,34 @@ TEST(SavedTensorHooks, TheGraphKeepsOnlyThePackedValue) {
   y.sum().backward();  // exp's output and sin's input unpack as ones: d/da = cos(1) * 1
   expect_near(a.grad(), std::vector<double>(3, std::cos(1.0)));
 }
+
+// The tensors an op keeps for its derivative besides its inputs and outputs (a condition, a layer
+// norm's statistics) go through the hooks too. PyTorch: with hooks, torch.where(c, a, b) packs c (bool,
+// (3,)); layer_norm(a.view(1, 3), (3,)) packs the input (1, 3), mean and rstd.
+TEST(SavedTensorHooks, AttributeTensorsArePackedToo) {
+  ts::Tensor a = a0(), b = b0();
+  const ts::Tensor c = ts::tensor({1.0, 0.0, 1.0}, ts::kFloat64).to(ts::kBool);
+  std::vector<std::pair<ts::DType, int64_t>> packed;
+  ts::Tensor y, z;
+  {
+    graph::saved_tensors_hooks hooks(
+        [&](const ts::Tensor& t) -> std::any {
+          packed.emplace_back(t.dtype(), t.numel());
+          return t.detach().clone();
+        },
+        identity_unpack());
+    y = ts::where(c, a, b);
+    z = ts::nn::functional::layer_norm(a.view({1, 3}), {3});
+  }
+  ASSERT_EQ(packed.size(), 4u);
+  EXPECT_EQ(packed[0], std::make_pair(ts::kBool, int64_t{3}));
+  EXPECT_EQ(packed[1], std::make_pair(ts::kFloat64, int64_t{3}));
+  EXPECT_EQ(packed[2].second, 1);  // mean and rstd of the one row
+  EXPECT_EQ(packed[3].second, 1);
+  (y.sum() + (z * z.detach().exp()).sum()).backward();
+  ts::Tensor a2 = a0(), b2 = b0();
+  ts::Tensor z2 = ts::nn::functional::layer_norm(a2.view({1, 3}), {3});
+  (ts::where(c, a2, b2).sum() + (z2 * z2.detach().exp()).sum()).backward();
+  EXPECT_TRUE(ts::allclose(a.grad(), a2.grad(), 1e-14, 1e-14));
+  EXPECT_TRUE(ts::equal(b.grad(), b2.grad()));
+}
