@@ -363,6 +363,13 @@ void reductions(Builder& b) {
           _foreach_mul_(ts, x[2]);
           return ts;
         }, testing::tolerance_for(kBFloat16));
+  // Through views of tensors in the graph (a transposed slice, a slice): mul_ on each, as PyTorch's.
+  b.add("_foreach_mul_", "through_views", {N({4, 5}, kFloat32, 64), N({6}, kFloat32, 65), N({1}, kFloat32, 66).reshape({})},
+        "(lambda t, u: (t.t()[1:3].mul_(x[2]), u[1:].mul_(x[2]), t, u)[2:])(x[0] * 1, x[1] * 1)", [](const V& x) {
+          Tensor t = x[0] * 1, u = x[1] * 1;
+          _foreach_mul_({t.t().slice(0, 1, 3), u.slice(0, 1, 6)}, x[2]);
+          return V{t, u};
+        });
   b.add("logsumexp", "dim", {N({4, 8}) * 10.0}, "torch.logsumexp(x[0], 1)", [](const V& x) { return V{logsumexp(x[0], 1)}; }, sum_tol);
   b.add("logsumexp", "inf", {tensor({-INFINITY, -INFINITY, 1.0, INFINITY}).view({2, 2})}, "torch.logsumexp(x[0], 1)",
         [](const V& x) { return V{logsumexp(x[0], 1)}; });
