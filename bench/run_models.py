@@ -3,8 +3,9 @@
 (bench/torch/models.py: eager, torch.compile in Inductor's default mode, and torch.compile
 mode="max-autotune" for the GPT-2 and ResNet-50 training rows) on this machine's GPU, in alternating
 rounds, prints ONE table and writes ONE file: bench/results/models.json, whole, from this run at one
-commit, with every raw sample (DESIGN.md, "Performance method"). A partial run (--only) writes
-models-partial.json beside it and never touches models.json. Builds nothing.
+commit, with every raw sample (DESIGN.md, "Performance method"). A partial run (--only, or a run cut
+short: some side without samples in some round) writes models-partial.json beside it, naming the holes in
+'incomplete', and never touches models.json. Builds nothing.
 
 Rows (ratio oriented so that higher is better for tessera; reference: the fastest PyTorch side):
   GPT-2 124M training tokens/s, vocabulary 50304 on both sides   (the headline row, target 1.0)
@@ -380,8 +381,13 @@ def build_document(run):
             rows.append(peak_row(spec, r, labels))
     for config, result in run.get("parity", {}).items():
         rows.append(parity_row(config, st, result))
-    doc = {"suite": SUITE, "partial": bool(st["only"]), "only": st["only"] or None, "commit": run["commit"],
-           "date": run["date"]}
+    # Note [A whole models run]: models.json holds a run where every timed row has every side's samples in
+    # every round; a run cut short (the budget spent, a process stopped or failed before a row) is a
+    # partial run, written to models-partial.json with the holes named in 'incomplete'.
+    incomplete = [f"{r['key']} round {i + 1} {s}: {e[s]['error']}" for r in rows if "items_per_step" in r
+                  for i, e in enumerate(r["rounds"]) for s in ["tessera"] + r["sides"] if "samples_ms" not in e[s]]
+    doc = {"suite": SUITE, "partial": bool(st["only"] or incomplete), "only": st["only"] or None,
+           "incomplete": incomplete, "commit": run["commit"], "date": run["date"]}
     doc.update({k: run["env"].get(k) for k in ENV_KEYS})
     doc.update(clocks_before=run["clocks_before"], clocks_after=run["clocks_after"], rounds=len(run["rounds"]),
                runs_per_round=st["runs"], iters_per_run=st["iters"], warmup_steps=st["warmup"],
@@ -649,6 +655,10 @@ def main():
                           "clocks_before": clocks_before, "clocks_after": clocks_after, "commit": commit,
                           "date": started.date().isoformat(), "wall_s": round(budget.elapsed(), 1),
                           "processes": processes, "parity_processes": parity_procs})
+    if doc["incomplete"] and not a.only:
+        out = os.path.join(os.path.dirname(os.path.abspath(a.out)), "models-partial.json")
+        print(f"{len(doc['incomplete'])} row-round-side(s) without samples (first: {doc['incomplete'][0]}): "
+              f"a partial run, written to {out}, never models.json (Note [A whole models run])", file=sys.stderr)
     write_atomically(out, doc)
     print(f"models on {env['device']} (driver {env['driver']}), torch {env['torch']}, commit {commit}, "
           f"{a.rounds} rounds, {doc['wall_s']:.0f} s")

@@ -82,7 +82,7 @@ if [ $distributed = 1 ]; then
     d=build/tests/distributed
     coll="--gtest_filter=Collectives.*Every*:Collectives.*Root*:Collectives.*List*:Collectives.*Async*:Collectives.*Ring*"
     mpi="mpirun --oversubscribe -np 2 -x TESSERA_TEST_BACKEND=nccl -x NCCL_NVLS_ENABLE=0"
-    torchrun="$TESSERA_PYTHON -m torch.distributed.run --nproc_per_node 2 --master_addr 127.0.0.1 --master_port 29533"
+    torchrun="$TESSERA_PYTHON -m torch.distributed.run --no-python --nproc_per_node 2 --master_addr 127.0.0.1 --master_port 29533"
     for launch in mpi torchrun; do
       for t in "test_distributed_collectives $coll" "test_distributed_ddp"; do
         log="$OUT/nccl2-$launch-${t%% *}.log"

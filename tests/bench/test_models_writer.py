@@ -8,16 +8,19 @@ or removed, must fail it (so a figure the writer adds without a check fails here
    in one round, a process stopped before its later rows and a side that never ran (a peak-memory row
    whose reference side has no figures); a partial run with a parity row that ran and one that failed.
 2. The writer end to end (run_models.py main, as on the GPU machine) with stand-ins for bench_models,
-   the PyTorch Python, gpt2_loss_parity.py and nvidia-smi: a process stopped at its time limit keeps the
-   rows it printed, a row that raised records its error, Inductor's cache is cold for the first compiling
-   process only, a partial run (timed rows, or the loss curves alone) writes models-partial.json and
-   leaves models.json as it was, no temporary file is left, and the table says "parity".
+   the PyTorch Python, gpt2_loss_parity.py and nvidia-smi: a whole run writes models.json with every side
+   measured in every round, Inductor's cache is cold for the first compiling process only; a run with
+   faults (a process stopped at its time limit keeps the rows it printed, a row that raised records its
+   error) is cut short and writes models-partial.json naming its holes; a partial run (timed rows, or the
+   loss curves alone) writes models-partial.json; neither touches models.json, no temporary file is left,
+   and the table says "parity".
 Prints what it checked; exit status 1 on any failure.
 """
 import copy
 import json
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
@@ -205,7 +208,9 @@ def part1():
     err = [r for r in doc["rows"] if r.get("errors")]
     expect(err and all("torch_max_autotune" in r["errors"] for r in err if "torch_max_autotune" in r["sides"]),
            "a side that never ran records its error in every row of it")
-    check_doc("build_document, 4 rounds, failed sides", doc, partial=False)
+    expect(doc["partial"] is True and doc["only"] is None and any("torch_max_autotune" in x for x in doc["incomplete"]),
+           f"a run with sides without samples is a partial run that names them: {doc['incomplete'][:2]}")
+    check_doc("build_document, 4 rounds, failed sides", doc, partial=True)
 
     # A peak row whose reference side has no peak figures: no reference, no ratio, meets false.
     st = settings(only="resnet50")
@@ -291,8 +296,10 @@ elif args[0].endswith("models.py"):
         os.makedirs(cache, exist_ok=True)
         open(os.path.join(cache, "entry"), "w").write("x")
     speed = {"torch_eager": 0.8, "torch_compile": 1.0, "torch_max_autotune": 1.05}[side]
-    rows(side, speed, arg("--only").split(","), stop_after=1 if side == "torch_max_autotune" and n == 2 else None,
-         fail="mlp" if side == "torch_compile" and n == 1 else None)
+    faults = os.environ.get("STAND_IN_FAULTS") == "1"
+    rows(side, speed, arg("--only").split(","),
+         stop_after=1 if faults and side == "torch_max_autotune" and n == 2 else None,
+         fail="mlp" if faults and side == "torch_compile" and n == 1 else None)
 elif args[0].endswith("gpt2_loss_parity.py"):
     if arg("--config") == "124m":
         print("stand-in: CUDA out of memory", file=sys.stderr)
@@ -310,9 +317,10 @@ def stand_in(path, role):
     os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
 
 
-def writer(tmp, *extra):
+def writer(tmp, *extra, faults=False):
     env = dict(os.environ, PATH=os.path.join(tmp, "bin") + os.pathsep + os.environ.get("PATH", ""),
-               TESSERA_COMMIT="1a2b3c4", TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"))
+               TESSERA_COMMIT="1a2b3c4", TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+               STAND_IN_FAULTS="1" if faults else "0")
     cmd = [sys.executable, os.path.join(ROOT, "bench", "run_models.py"), "--build", os.path.join(tmp, "build"),
            "--python", os.path.join(tmp, "bin", "python"), "--out", os.path.join(tmp, "results", "models.json"),
            "--runs", "3", "--timeout", "4", "--budget-min", "0"] + list(extra)
@@ -336,11 +344,32 @@ def part2():
             return
         with open(full) as f:
             doc = json.load(f)
-        rows = {r["key"]: r for r in doc["rows"]}
-        expect(doc["partial"] is False and doc["rounds"] == 3, "a whole run of 3 rounds")
+        expect(doc["partial"] is False and doc["rounds"] == 3 and doc["incomplete"] == [],
+               "a whole run of 3 rounds, every side measured in each")
         procs = doc["processes"]
         expect([pr["torch_compile"]["inductor_cache"] for pr in procs] == ["cold", "warm", "warm"],
                f"Inductor's cache cold for the first compiling process only: {procs}")
+        expect(" parity " in p.stdout, "the table says parity")
+        check_doc("run_models.py, whole run with stand-ins", doc, partial=False)
+
+        # A run with faults (a process stopped at its limit, a row that raised) is cut short: it writes
+        # models-partial.json naming its holes and leaves models.json as it was (Note [A whole models run]).
+        before = open(full).read()
+        shutil.rmtree(os.path.join(tmp, "bin", "state"), ignore_errors=True)
+        p = writer(tmp, "--parity", faults=True)
+        part = os.path.join(results, "models-partial.json")
+        expect(p.returncode in (0, 1) and os.path.exists(part) and open(full).read() == before,
+               f"a run with holes writes models-partial.json, not models.json: {p.stderr[-1500:]}")
+        if not os.path.exists(part):
+            return
+        with open(part) as f:
+            doc = json.load(f)
+        rows = {r["key"]: r for r in doc["rows"]}
+        procs = doc["processes"]
+        expect(doc["partial"] is True and doc["only"] is None and
+               "mlp round 1 torch_compile: RuntimeError: stand-in failure" in doc["incomplete"] and
+               any(x.startswith("resnet50 round 2 torch_max_autotune") for x in doc["incomplete"]),
+               f"the partial run names its holes: {doc['incomplete']}")
         expect("time limit" in procs[1]["torch_max_autotune"]["status"],
                f"round 2's max-autotune process stopped: {procs[1]['torch_max_autotune']}")
         head = rows["gpt2_v50304"]
@@ -352,12 +381,9 @@ def part2():
                f"a row that raised records its error: {rows['mlp']['errors']}")
         expect(rows["parity_small"]["meets"] is True and "parity" in rows["parity_124m"]["errors"],
                "parity rows: one measured, one failed")
-        expect(" parity " in p.stdout, "the table says parity")
-        check_doc("run_models.py, whole run with stand-ins", doc, partial=False)
+        check_doc("run_models.py, a run cut short with stand-ins", doc, partial=True)
 
-        before = open(full).read()
         p = writer(tmp, "--only", "resnet50,attention")
-        part = os.path.join(results, "models-partial.json")
         expect(p.returncode in (0, 1) and os.path.exists(part),
                f"a partial run writes models-partial.json: {p.stderr[-1500:]}")
         expect(open(full).read() == before, "a partial run leaves models.json as it was")

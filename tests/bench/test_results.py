@@ -29,7 +29,7 @@ import sys
 # bench/run_models.py), with the raw samples kept; it then
 # leaves this list and gets a checker below. Until then only their being JSON objects with rows is
 # checked, and a listed file that carries samples fails (it was regenerated: take it off the list).
-LEGACY_AWAITING_REGENERATION = {"cuda-micro.json", "amp-graphs.json", "models.json"}
+LEGACY_AWAITING_REGENERATION = {"models.json"}
 
 # The keys under which the writers keep raw samples (anywhere in a file).
 SAMPLE_KEYS = {"samples", "reference_samples", "samples_ms", "samples_tessera", "samples_torch", "samples_cxx",
@@ -910,8 +910,22 @@ def models_header(f, doc, partial_file):
               "writes models-partial.json, a whole run models.json)")
     elif not partial and rounds < 3:
         f.bad(f"header: a whole run of {rounds} rounds (at least 3 alternating rounds per side)")
-    if partial is True and not (isinstance(only, str) and only):
-        f.bad(f"header: a partial run names no --only ({only!r})")
+    incomplete = doc.get("incomplete")
+    if not (isinstance(incomplete, list) and all(isinstance(x, str) for x in incomplete)):
+        f.bad(f"header: incomplete {incomplete!r} is not a list of the row-round-sides without samples")
+        incomplete = []
+    holes = [f"{r.get('key')} round {i + 1} {s}" for r in doc.get("rows") or []
+             if isinstance(r, dict) and "items_per_step" in r and isinstance(r.get("rounds"), list)
+             for i, e in enumerate(r["rounds"]) if isinstance(e, dict)
+             for s, x in e.items() if not (isinstance(x, dict) and "samples_ms" in x)]
+    if sorted(holes) != sorted(x.split(":")[0] for x in incomplete):
+        f.bad(f"header: 'incomplete' lists {len(incomplete)}, the rows hold {len(holes)} round-sides without "
+              f"samples ({(holes or ['none'])[0]} ...)")
+    if partial is False and incomplete:
+        f.bad(f"header: a whole run with {len(incomplete)} round-sides without samples (Note [A whole models run]: "
+              "that is a partial run)")
+    if partial is True and not (isinstance(only, str) and only) and not incomplete:
+        f.bad(f"header: a partial run names no --only ({only!r}) and nothing incomplete")
     if partial is False and only is not None:
         f.bad(f"header: only {only!r} in a whole run")
     for key in ("runs_per_round", "iters_per_run", "warmup_steps", "wall_s"):
@@ -949,7 +963,7 @@ def models_row_set(f, doc, st, rows):
     parity = [k for k in keys if k not in MODELS_KEYS]
     if timed != [k for k in MODELS_KEYS if k in timed] or keys != timed + parity:
         f.bad(f"rows {keys} are not in the writer's order")
-    if doc.get("partial") is False:
+    if doc.get("partial") is False or not doc.get("only"):  # a whole run, or one cut short: every row
         if timed != MODELS_KEYS:
             f.bad(f"a whole run lacks rows: {sorted(set(MODELS_KEYS) - set(timed))}")
         if bool(parity) != st["parity"]:

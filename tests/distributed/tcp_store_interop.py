@@ -126,11 +126,13 @@ def tessera_hosts(dist):
 
 def torchrun():
     port = free_port()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(port), PROBE, "rendezvous"]
+    # --no-python: the probe is a binary; without it torchrun starts `python PROBE`, which fails.
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--no-python", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(port), PROBE, "rendezvous"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     lines = rendezvous_lines(r.stdout)
-    check(r.returncode == 0, "torchrun --nproc_per_node 2: exit 0 " + r.stderr[-2000:])
+    check(r.returncode == 0, "torchrun --nproc_per_node 2: exit 0 " + (r.stderr if len(r.stderr) <= 4000
+                                                               else r.stderr[:2000] + "\n...\n" + r.stderr[-2000:]))
     check(len(lines) == 2 and lines[0].split(": ")[1] == lines[1].split(": ")[1],
           "torchrun: both ranks hold rank 0's value " + repr(lines))
     print("      " + "\n      ".join(lines))
