@@ -30,7 +30,11 @@
 //
 // Training: when the outputs take a gradient, the backward is captured too (Note [Joint graph] in
 // src/compile/capture.h) and runs as one autograd node; a backward() inside the compiled callable
-// breaks the graph (compile the forward and call backward() on its result).
+// breaks the graph (compile the forward and call backward() on its result). What the forward keeps
+// for the backward is chosen by a minimum cut over bytes (Note [Min-cut partition] in
+// src/compile/partition.h): matmul, convolution and attention outputs and random draws are saved,
+// cheap ops (pointwise, views, normalizations) recomputed in the backward where that keeps fewer
+// bytes; `min_cut_partition = false` keeps what eager autograd would save.
 //
 // Backends: "eager" (the default: the graph's nodes through tessera's kernels, intermediates released
 // at their last use) and "codegen" (the graph after the passes of src/compile/passes.h: scalar

@@ -45,6 +45,9 @@ py::dict stats_dict(const CompileStats& s) {
   d["fused_nodes"] = s.fused_nodes;
   d["launches"] = s.launches;
   d["eager_launches"] = s.eager_launches;
+  d["saved_bytes"] = s.saved_bytes;
+  d["eager_saved_bytes"] = s.eager_saved_bytes;
+  d["recomputed_nodes"] = s.recomputed_nodes;
   d["no_backward_reasons"] = s.no_backward_reasons;
   d["recompile_reasons"] = s.recompile_reasons;
   return d;

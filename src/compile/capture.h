@@ -35,8 +35,9 @@ namespace tessera::compiler {
 // and the forward values the derivatives read (Saved, which the forward graph returns after the
 // program's outputs); its outputs are the input gradients that are defined. At run time the forward
 // graph runs without autograd and one autograd node runs the backward graph: no per-op nodes, no
-// per-op saved tensors. What the backward saves is what eager autograd would save (no
-// rematerialization yet). Outputs that share storage are views to autograd (an in-place write to one
+// per-op saved tensors. What the capture saves is what eager autograd would save; the min-cut
+// partition then chooses fewer bytes to save and recomputes the rest in the backward (Note [Min-cut
+// partition] in partition.h; CompileOptions::min_cut_partition). Outputs that share storage are views to autograd (an in-place write to one
 // is refused). Where the backward cannot be captured (an op without a replay, an output that is an
 // input or a view of one, a write to an input that requires grad, a host read in a derivative),
 // backward_stop_reason says why, and autograd differentiates the forward as it replays, as in eager.

@@ -15,7 +15,9 @@
 #include "compile/graphed_steps.h"
 #include "tessera/cuda_graph.h"
 #include "compile/guards.h"
+#include "compile/partition.h"
 #include "compile/passes.h"
+#include "compile/recompute_rules.h"
 #include "compile/verify.h"
 #include "runtime/grad_mode.h"
 #include "tessera/autograd.h"
@@ -63,6 +65,9 @@ struct Variant {
   int num_outputs = 0;                // the program's outputs (the forward graph returns the saved after)
   std::vector<int> diff_outputs, diff_inputs;
   std::string backward_note;          // why there is no backward graph, when there is none
+  // Note [Min-cut partition]: the bytes the forward keeps for the backward, and eager's figure.
+  int64_t saved_bytes = 0, eager_saved_bytes = 0;
+  int recomputed_nodes = 0;
 };
 
 namespace {
@@ -210,6 +215,27 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
       v.num_outputs = r.num_program_outputs;
       if (r.has_backward) {
         compiler::verify_graph(r.backward);
+        // Note [Min-cut partition]: what the backward reads; both rewritten graphs verified again.
+        compiler::PartitionDecision d;
+        if (s.options.min_cut_partition) {
+          d = compiler::partition_joint_graph(v.graph, v.num_outputs, r.backward);
+          if (d.changed) {
+            v.verified = compiler::verify_graph(v.graph);
+            compiler::verify_graph(r.backward);
+            v.plan = compiler::plan_execution(v.graph);
+          }
+        } else {
+          const std::vector<int> saved(v.graph.outputs.begin() + v.num_outputs, v.graph.outputs.end());
+          d.saved_bytes = d.eager_saved_bytes = compiler::saved_storage_bytes(v.graph, saved);
+        }
+        s.stats.saved_bytes = d.saved_bytes;
+        s.stats.eager_saved_bytes = d.eager_saved_bytes;
+        s.stats.saved_values = static_cast<int>(v.graph.outputs.size()) - v.num_outputs;
+        s.stats.recomputed_nodes = static_cast<int>(d.recomputed.size() + d.remade.size());
+        s.stats.partition_declined = d.declined;
+        v.saved_bytes = d.saved_bytes;
+        v.eager_saved_bytes = d.eager_saved_bytes;
+        v.recomputed_nodes = s.stats.recomputed_nodes;
         auto b = std::make_shared<compiler::BackwardProgram>();
         b->plan = compiler::plan_execution(r.backward);
         b->graph = std::move(r.backward);
@@ -298,7 +324,9 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
     }
     if (v.backward) {
       os << " backward: " << v.backward->graph.nodes.size() << " nodes, one autograd node for the call; "
-         << v.graph.outputs.size() - v.num_outputs << " saved values\n"
+         << v.graph.outputs.size() - v.num_outputs << " saved values (" << v.saved_bytes
+         << " bytes beyond the inputs; eager autograd keeps " << v.eager_saved_bytes << "), "
+         << v.recomputed_nodes << " forward nodes recomputed\n"
          << v.backward->graph.to_text();
     } else if (!v.backward_note.empty()) {
       os << " no backward graph (autograd records the replayed forward): " << v.backward_note << "\n";

@@ -99,22 +99,36 @@ TEST(Passes, ScalarConstantsAreFoldedByTheirOwnKernels) {
 TEST(Passes, TheJointGraphsRecomputationIsMergedAndTheResultIsEagers) {
   // The derivative of (x * y).exp() reads exp(x * y) again: the backward recomputes x * y.
   auto body = [](const ts::Tensor& x, const ts::Tensor& y) { return ((x * y).exp() * (x * y)).sum({1}); };
-  ts::Tensor x = ts::randn({16, 24}).requires_grad_(), y = ts::randn({16, 24}).requires_grad_();
-  ts::Tensor xe = x.detach().requires_grad_(), ye = y.detach().requires_grad_();
-  auto f = ts::compile(body, ts::testing::codegen_options());
-  for (int call = 0; call < 2; ++call) {
-    for (ts::Tensor* t : {&x, &y, &xe, &ye}) t->zero_grad();
-    ts::Tensor got = f(x, y), want = body(xe, ye);
-    EXPECT_TRUE(ts::testing::close(got, want));
-    got.sum().backward();
-    want.sum().backward();
-    EXPECT_TRUE(ts::testing::close(x.grad(), xe.grad()));
-    EXPECT_TRUE(ts::testing::close(y.grad(), ye.grad()));
+  for (bool partition : {false, true}) {
+    ts::Tensor x = ts::randn({16, 24}).requires_grad_(), y = ts::randn({16, 24}).requires_grad_();
+    ts::Tensor xe = x.detach().requires_grad_(), ye = y.detach().requires_grad_();
+    ts::CompileOptions o = ts::testing::codegen_options();
+    o.min_cut_partition = partition;
+    auto f = ts::compile(body, o);
+    for (int call = 0; call < 2; ++call) {
+      for (ts::Tensor* t : {&x, &y, &xe, &ye}) t->zero_grad();
+      ts::Tensor got = f(x, y), want = body(xe, ye);
+      EXPECT_TRUE(ts::testing::close(got, want));
+      got.sum().backward();
+      want.sum().backward();
+      EXPECT_TRUE(ts::testing::close(x.grad(), xe.grad()));
+      EXPECT_TRUE(ts::testing::close(y.grad(), ye.grad()));
+    }
+    tc::Graph g = tc::parse_graph(f.last_graph());
+    if (!partition) {
+      // As captured, the forward returns the sum, then the values its backward reads: both products
+      // are saved.
+      EXPECT_EQ(tc::eliminate_common_subexpressions(g), 0) << "saved values returned as distinct outputs";
+      EXPECT_EQ(tc::eliminate_common_subexpressions(g, 1), 1) << "x * y, computed twice in the forward";
+      continue;
+    }
+    // Note [Min-cut partition]: the forward saves x and y alone (no product), and the backward makes
+    // the exp again from them; the forward's two products merge.
+    EXPECT_EQ(f.stats().saved_bytes, 0);
+    EXPECT_GT(f.stats().recomputed_nodes, 0);
+    EXPECT_EQ(tc::eliminate_common_subexpressions(g), 1) << "x * y, computed twice in the forward";
+    EXPECT_NE(f.last_backward_graph().find(" = exp("), std::string::npos) << f.last_backward_graph();
   }
-  tc::Graph g = tc::parse_graph(f.last_graph());
-  // The forward returns the sum, then the values its backward reads: both products are saved.
-  EXPECT_EQ(tc::eliminate_common_subexpressions(g), 0) << "saved values returned as distinct outputs";
-  EXPECT_EQ(tc::eliminate_common_subexpressions(g, 1), 1) << "x * y, computed twice in the forward";
 }
 
 // Note [Padded classifier products]: a returned 16-bit product with a ragged column count multiplies

@@ -83,22 +83,32 @@ TEST(ReductionFusion, LogSoftmaxAndRmsNormComeOutOfTheSameRules) {
 
 TEST(ReductionFusion, LayerNormsBackwardIsTwoGroupsOneOverTheRowsOneOverTheBatch) {
   // dx reduces each row (the means of g w and of g w xhat); dweight and dbias reduce the batch dims
-  // and fuse horizontally (both read g).
+  // and fuse horizontally (both read g). With the min-cut partition (Note [Min-cut partition]) the
+  // backward first makes the mean and rstd again from x, which the caller holds: one more row group.
   auto body = [](const ts::Tensor& x, const ts::Tensor& w, const ts::Tensor& b) {
     return ts::nn::functional::layer_norm(x, {8}, w, b, 1e-5);
   };
-  ts::Tensor x = ts::randn({4, 8}).requires_grad_(), w = ts::randn({8}).requires_grad_(), b = ts::randn({8}).requires_grad_();
-  auto f = ts::compile(body);
-  f(x, w, b).sum().backward();
-  tc::Graph g = tc::parse_graph(f.last_backward_graph());
-  tc::run_codegen_passes(g);
-  EXPECT_EQ(g.to_text().find("native_layer_norm_backward"), std::string::npos) << g.to_text();
-  const std::vector<std::string> lines = group_lines(tc::fusion_text(g, tc::plan_fusion(g)));
-  ASSERT_EQ(lines.size(), 2u) << g.to_text() << tc::fusion_text(g, tc::plan_fusion(g));
-  EXPECT_NE(lines[0].find("[4,8] reducing 1 cpu:"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[0].find("mean"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[1].find("[4,8] reducing 0 cpu:"), std::string::npos) << lines[1];
-  EXPECT_NE(lines[1].find("sum"), lines[1].rfind("sum")) << "dweight and dbias in one kernel: " << lines[1];
+  for (bool partition : {false, true}) {
+    ts::Tensor x = ts::randn({4, 8}).requires_grad_(), w = ts::randn({8}).requires_grad_(), b = ts::randn({8}).requires_grad_();
+    ts::CompileOptions o;
+    o.min_cut_partition = partition;
+    auto f = ts::compile(body, o);
+    f(x, w, b).sum().backward();
+    tc::Graph g = tc::parse_graph(f.last_backward_graph());
+    tc::run_codegen_passes(g);
+    EXPECT_EQ(g.to_text().find("native_layer_norm_backward"), std::string::npos) << g.to_text();
+    std::vector<std::string> lines = group_lines(tc::fusion_text(g, tc::plan_fusion(g)));
+    ASSERT_EQ(lines.size(), partition ? 3u : 2u) << g.to_text() << tc::fusion_text(g, tc::plan_fusion(g));
+    if (partition) {
+      EXPECT_NE(lines[0].find("[4,8] reducing 1 cpu: mean"), std::string::npos) << lines[0];
+      EXPECT_NE(lines[0].find("rsqrt"), std::string::npos) << "the statistics, recomputed: " << lines[0];
+      lines.erase(lines.begin());
+    }
+    EXPECT_NE(lines[0].find("[4,8] reducing 1 cpu:"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[0].find("mean"), std::string::npos) << lines[0];
+    EXPECT_NE(lines[1].find("[4,8] reducing 0 cpu:"), std::string::npos) << lines[1];
+    EXPECT_NE(lines[1].find("sum"), lines[1].rfind("sum")) << "dweight and dbias in one kernel: " << lines[1];
+  }
 }
 
 TEST(ReductionFusion, ReductionsOfOtherDimsOrFewLongRowsStayApart) {

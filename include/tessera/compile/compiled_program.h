@@ -2,6 +2,7 @@
 // templates that wrap a callable or a module around it): options, statistics, warnings, and
 // CompiledProgram, which keeps a compiled function's variants (src/compile/compiled_program.cpp).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +23,11 @@ struct CompileOptions {
   // generated kernels (C++ on the CPU, CUDA through NVRTC), the other nodes through the eager kernels.
   std::string backend = "eager";
   int recompile_limit = 8;
+  // Training (Note [Min-cut partition] in src/compile/partition.h): a joint graph's backward reads the
+  // forward values a minimum cut over bytes chooses and recomputes the cheap ops from them (pointwise,
+  // views, normalizations), instead of reading every value eager autograd would save. Off: the
+  // backward reads what eager autograd saves.
+  bool min_cut_partition = true;
 };
 
 struct CompileStats {
@@ -50,6 +56,14 @@ struct CompileStats {
   // in src/compile/executor.h: autocast's weight casts in inference, say), and how many steps the last
   // such call skipped.
   int parameter_cache_hits = 0, parameter_steps = 0;
+  // The last joint variant's saved values (Note [Min-cut partition]): the bytes of storage its forward
+  // keeps alive for its backward beyond the graph's inputs, as compiled and as eager autograd would
+  // keep them; how many values the backward reads and how many forward nodes it runs again (a remade
+  // output of a fused node counts as one); and why the partition left the captured graphs as they
+  // were, where it did.
+  int64_t saved_bytes = 0, eager_saved_bytes = 0;
+  int saved_values = 0, recomputed_nodes = 0;
+  std::string partition_declined;
   // For each variant without a backward graph although its outputs take a gradient: why.
   std::vector<std::string> no_backward_reasons;
   // For each recompile, the first guard that failed for each variant ("variant 0: argument 0: sizes ...").
