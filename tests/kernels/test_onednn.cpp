@@ -14,56 +14,13 @@
 #include <vector>
 
 #include "common/test_util.h"
-#include "kernels/cpu/onednn/onednn.h"
+#include "kernels/onednn_compare.h"
 #include "tessera/tessera.h"
 
 namespace ts = tessera;
-using ts::cpu::onednn::ScopedOnednn;
+using namespace onednn_compare;
 
 namespace {
-
-ts::Tensor data(const ts::Shape& s, ts::DType dt, uint64_t seed) {
-  return ts::testing::test_data(s, ts::kFloat32, seed).to(dt);
-}
-
-// |a - e| <= tol * max|e| elementwise: the two sides sum the same products in other orders (and in
-// bfloat16 each rounds its float32 sum once), so the error scales with the result's magnitude.
-::testing::AssertionResult agree(const ts::Tensor& a, const ts::Tensor& e, double tol) {
-  if (a.sizes() != e.sizes()) return ::testing::AssertionFailure() << "sizes differ";
-  const std::vector<double> av = a.to(ts::kFloat64).flatten().tolist<double>();
-  const std::vector<double> ev = e.to(ts::kFloat64).flatten().tolist<double>();
-  double scale = 0;
-  for (double v : ev) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < av.size(); ++i)
-    if (!(std::abs(av[i] - ev[i]) <= tol * scale + 1e-30))
-      return ::testing::AssertionFailure() << "element " << i << ": " << av[i] << " vs " << ev[i] << " (scale " << scale
-                                           << ")";
-  return ::testing::AssertionSuccess();
-}
-
-double tol_for(ts::DType dt) { return dt == ts::kBFloat16 ? 1.6e-2 : 2e-5; }
-
-// Runs f with oneDNN on, then off; returns both results and whether the "on" run went through oneDNN.
-struct Both {
-  std::vector<ts::Tensor> on, off;
-  int64_t taken;
-};
-Both run_both(const std::function<std::vector<ts::Tensor>()>& f) {
-  Both b;
-  {
-    ScopedOnednn s(true);
-    const int64_t before = ts::cpu::onednn::calls_taken();
-    b.on = f();
-    b.taken = ts::cpu::onednn::calls_taken() - before;
-  }
-  {
-    ScopedOnednn s(false);
-    const int64_t before = ts::cpu::onednn::calls_taken();
-    b.off = f();
-    EXPECT_EQ(ts::cpu::onednn::calls_taken(), before) << "oneDNN ran while switched off";
-  }
-  return b;
-}
 
 struct ConvCase {
   int64_t n, c, h, w, co, kh, kw, stride, pad, dil, groups;
@@ -99,13 +56,6 @@ bool onednn_expected(const ConvCase& k, ts::DType dt, bool everywhere) {
   if (everywhere) return true;
   return k.c / k.groups >= 4;
 }
-
-// Sets TESSERA_ONEDNN=all's mode for a scope.
-struct ScopedEverywhere {
-  explicit ScopedEverywhere(bool on) : saved(ts::cpu::onednn::set_everywhere(on)) {}
-  ~ScopedEverywhere() { ts::cpu::onednn::set_everywhere(saved); }
-  bool saved;
-};
 
 void check_convolutions(bool everywhere) {
   ScopedEverywhere mode(everywhere);

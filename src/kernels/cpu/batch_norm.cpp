@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "ops/batch_norm_kernel.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
@@ -184,6 +185,9 @@ void dispatch(DType dt, const char* op, F&& f) {
 void forward_training_cpu(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, Tensor& /*reserve*/,
                           const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                           const Tensor& running_var, const BatchNormShape& s, double momentum, double eps) {
+  if (onednn::batch_norm_forward_training(y, save_mean, save_invstd, x, weight, bias, running_mean, running_var, s,
+                                          momentum, eps))
+    return;
   dispatch(x.dtype(), "native_batch_norm", [&]<class T, class P>(TypeTag<T>, TypeTag<P>) {
     forward_training<T, P>(y.data_ptr<T>(), save_mean.data_ptr<P>(), save_invstd.data_ptr<P>(), x.data_ptr<T>(),
                            ptr<P>(weight), ptr<P>(bias), ptr<P>(running_mean), ptr<P>(running_var), s, momentum, eps);
@@ -192,6 +196,7 @@ void forward_training_cpu(const Tensor& y, const Tensor& save_mean, const Tensor
 
 void forward_inference_cpu(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
                            const Tensor& running_mean, const Tensor& running_var, const BatchNormShape& s, double eps) {
+  if (onednn::batch_norm_forward_inference(y, x, weight, bias, running_mean, running_var, s, eps)) return;
   dispatch(x.dtype(), "native_batch_norm", [&]<class T, class P>(TypeTag<T>, TypeTag<P>) {
     forward_inference<T, P>(y.data_ptr<T>(), x.data_ptr<T>(), ptr<P>(weight), ptr<P>(bias),
                             running_mean.data_ptr<P>(), running_var.data_ptr<P>(), s, eps);
@@ -200,7 +205,8 @@ void forward_inference_cpu(const Tensor& y, const Tensor& x, const Tensor& weigh
 
 void backward_cpu(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x,
                   const Tensor& weight, const Tensor& mean, const Tensor& invstd, const Tensor& /*reserve*/,
-                  const BatchNormShape& s, bool training, double /*eps*/) {
+                  const BatchNormShape& s, bool training, double eps) {
+  if (onednn::batch_norm_backward(dx, dweight, dbias, dy, x, weight, mean, invstd, s, training, eps)) return;
   dispatch(x.dtype(), "native_batch_norm_backward", [&]<class T, class P>(TypeTag<T>, TypeTag<P>) {
     backward<T, P>(dx.defined() ? dx.data_ptr<T>() : nullptr, ptr<P>(dweight), ptr<P>(dbias), dy.data_ptr<T>(),
                    x.data_ptr<T>(), ptr<P>(weight), mean.data_ptr<P>(), invstd.data_ptr<P>(), s, training);

@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/onednn/onednn.h"
 #include "ops/conv_kernel.h"
 #include "tensor/dispatch_dtype.h"
 #include "tensor/tensor_impl.h"
@@ -347,6 +348,8 @@ void adaptive_avg_pool_backward(T* dx, const T* grad, const PoolGeometry& g) {
 }
 
 // ---- tensor-level entries: contiguous operands, one dtype dispatch per call ----------------------
+// Each first offers the call to oneDNN (Note [oneDNN where it wins] in kernels/cpu/onednn/onednn.h),
+// which runs it and returns true for the classes where it measured faster.
 
 // The tensor a kernel writes: `out` itself when contiguous, else a contiguous temporary that
 // finish() copies into `out` (a channels-last result).
@@ -365,6 +368,7 @@ class ContiguousResult {
 
 void max_pool2d_cpu(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::max_pool2d_forward(out, indices, x, g)) return;
   Tensor xc = x.contiguous();
   ContiguousResult o(out), i(indices);
   dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>(TypeTag<T>) {
@@ -376,6 +380,7 @@ void max_pool2d_cpu(const Tensor& out, const Tensor& indices, const Tensor& x, c
 
 void max_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::max_pool2d_backward(out, grad, indices, g)) return;
   Tensor gc = grad.contiguous(), ic = indices.contiguous();
   ContiguousResult o(out);
   const std::optional<int64_t> bad = dispatch_floating(out.dtype(), "max_pool2d_backward", [&]<class T>(TypeTag<T>) {
@@ -388,6 +393,7 @@ void max_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const Tensor
 
 void avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::avg_pool2d_forward(out, x, g)) return;
   Tensor xc = x.contiguous();
   ContiguousResult o(out);
   dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>(TypeTag<T>) {
@@ -398,6 +404,7 @@ void avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
 
 void avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::avg_pool2d_backward(out, grad, g)) return;
   Tensor gc = grad.contiguous();
   ContiguousResult o(out);
   dispatch_floating(out.dtype(), "avg_pool2d_backward", [&]<class T>(TypeTag<T>) {
@@ -408,6 +415,7 @@ void avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGe
 
 void adaptive_avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::adaptive_avg_pool2d_forward(out, x, g)) return;
   Tensor xc = x.contiguous();
   ContiguousResult o(out);
   dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T>(TypeTag<T>) {
@@ -418,6 +426,7 @@ void adaptive_avg_pool2d_cpu(const Tensor& out, const Tensor& x, const PoolGeome
 
 void adaptive_avg_pool2d_backward_cpu(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   if (out.numel() == 0) return;
+  if (onednn::adaptive_avg_pool2d_backward(out, grad, g)) return;
   Tensor gc = grad.contiguous();
   ContiguousResult o(out);
   dispatch_floating(out.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>(TypeTag<T>) {

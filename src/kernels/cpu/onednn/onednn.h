@@ -30,6 +30,7 @@
 // thread counts. Tests that pin the native kernels' thread-count invariance switch oneDNN off
 // (ScopedOnednn).
 #pragma once
+#include "ops/batch_norm_kernel.h"
 #include "ops/conv_kernel.h"
 #include "ops/gemm_kernel.h"
 #include "tessera/cpu.h"
@@ -43,6 +44,25 @@ bool conv2d_input_backward(const Tensor& out, const Tensor& grad, const Tensor& 
                            const ConvGeometry& g);
 bool conv2d_weight_backward(const Tensor& out, const Tensor& grad, const Tensor& x, const ConvGeometry& g);
 bool gemm(const GemmParams& p);
+// Pooling (kernels/cpu/onednn/pool.cpp; Note [oneDNN max pooling indices]), preconditions those of the
+// pooling slots (ops/conv_kernel.h).
+bool max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolGeometry& g);
+bool max_pool2d_backward(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g);
+bool avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& g);
+bool avg_pool2d_backward(const Tensor& out, const Tensor& grad, const PoolGeometry& g);
+bool adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& g);
+bool adaptive_avg_pool2d_backward(const Tensor& out, const Tensor& grad, const PoolGeometry& g);
+// Batch normalization (kernels/cpu/onednn/batch_norm.cpp), preconditions those of the batch norm slots
+// (ops/batch_norm_kernel.h).
+bool batch_norm_forward_training(const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd, const Tensor& x,
+                                 const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                                 const Tensor& running_var, const BatchNormShape& s, double momentum, double eps);
+bool batch_norm_forward_inference(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  const Tensor& running_mean, const Tensor& running_var, const BatchNormShape& s,
+                                  double eps);
+bool batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& invstd,
+                         const BatchNormShape& s, bool training, double eps);
 
 // TESSERA_ONEDNN=all: oneDNN for every call it has a kernel for, whatever the rule says (to measure
 // the rule's alternatives: bench/run_onednn_choice.py).

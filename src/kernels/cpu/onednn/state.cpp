@@ -71,6 +71,24 @@ bool conv2d_input_backward(const Tensor&, const Tensor&, const Tensor&, const Te
 }
 bool conv2d_weight_backward(const Tensor&, const Tensor&, const Tensor&, const ConvGeometry&) { return false; }
 bool gemm(const GemmParams&) { return false; }
+bool max_pool2d_forward(const Tensor&, const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool avg_pool2d_forward(const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool avg_pool2d_backward(const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool adaptive_avg_pool2d_forward(const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool adaptive_avg_pool2d_backward(const Tensor&, const Tensor&, const PoolGeometry&) { return false; }
+bool batch_norm_forward_training(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                 const Tensor&, const Tensor&, const Tensor&, const BatchNormShape&, double, double) {
+  return false;
+}
+bool batch_norm_forward_inference(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, const BatchNormShape&, double) {
+  return false;
+}
+bool batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                         const Tensor&, const Tensor&, const BatchNormShape&, bool, double) {
+  return false;
+}
 int64_t calls_taken() { return 0; }
 }  // namespace onednn
 #endif
