@@ -27,8 +27,8 @@
 //    variance is recovered as 1 / invstd^2 - eps (oneDNN then forms 1 / sqrt(var + eps) again, within an
 //    ulp or two of invstd); the weight gradient is oneDNN's diff_scale = sum(dy * xhat), the bias
 //    gradient its diff_shift = sum(dy). Both are always computed (into scratch when not wanted, with a
-//    weight of ones when there is none; oneDNN also wants a shift, which nothing reads). A call that
-//    wants no input gradient goes native.
+//    weight of ones when there is none; oneDNN also wants a shift, which nothing reads), and so is the
+//    input gradient: a result then does not depend on which others were asked for.
 //  - empty inputs never reach a kernel (the op handles them); training with M = N * L <= 1, whose
 //    statistics are NaN by PyTorch's rule, goes native.
 #include <cmath>
@@ -135,10 +135,12 @@ void execute(const Entry& e, const std::unordered_map<int, memory>& args) {
 memory input(const Entry& e, const Tensor& t, int slot) { return to_layout(wrap(e.user, t), e.data, slot); }
 
 // The memory a result is computed in, and its copy into the tensor afterwards (when they differ).
+// An undefined tensor is a result not wanted: computed into scratch and dropped.
 struct Output {
   memory user, data;
   Output(const Entry& e, const Tensor& t, int slot)
-      : user(wrap(e.user, t)), data(e.user == e.data ? user : scratch(e.data, slot)) {}
+      : user(t.defined() ? wrap(e.user, t) : scratch(e.data, slot)),
+        data(!t.defined() || e.user == e.data ? user : scratch(e.data, slot)) {}
   void finish() {
     if (data.get_data_handle() != user.get_data_handle()) {
       reorder_into(data, user);
@@ -203,7 +205,7 @@ bool batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& invstd,
                          const BatchNormShape& s, bool training, double eps) {
   const Kind kind = training ? Kind::backward_training : Kind::backward_eval;
-  if (!dx.defined() || !takes(kind, s, x.dtype())) return false;
+  if (!takes(kind, s, x.dtype())) return false;
   auto e = lookup(kind, x.dtype(), s, true, true, eps);
   if (!e) return false;
   // The variance oneDNN wants, from the invstd that tessera keeps.

@@ -36,7 +36,10 @@
 // in-bounds taps as PyTorch does. adaptive_avg_pool2d goes through oneDNN where its windows are a
 // regular pooling (the input's sizes multiples of the output's: kernel = stride = H / OH, as PyTorch's
 // start = floor(o * H / OH), end = ceil((o + 1) * H / OH) then give), native otherwise.
-// bfloat16 accumulates in float32 inside oneDNN and rounds once, as the native kernels.
+// bfloat16 accumulates a window in float32 inside oneDNN and rounds once, as the native kernels; but
+// where windows overlap, oneDNN's backward rounds each window's addition to an input gradient to
+// bfloat16 in turn, where the native kernels (as PyTorch) add in float32 and round once: a bfloat16
+// backward of overlapping windows (3x3 with stride 2, say) goes native.
 #include <omp.h>
 
 #include <algorithm>
@@ -370,9 +373,21 @@ bool max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
   return true;
 }
 
+// Whether windows overlap (an input reached by several), in either dimension.
+bool windows_overlap(const PoolGeometry& g) {
+  return (g.out_h > 1 && g.stride_h < (g.kernel_h - 1) * g.dil_h + 1) ||
+         (g.out_w > 1 && g.stride_w < (g.kernel_w - 1) * g.dil_w + 1);
+}
+
+// A bfloat16 backward whose windows overlap adds the gradients of several windows into one input:
+// oneDNN rounds to bfloat16 in between, the native kernels (and PyTorch) add in float32 and round once.
+bool rounds_as_native(const Tensor& out, const PoolGeometry& g) {
+  return out.dtype() != kBFloat16 || !windows_overlap(g);
+}
+
 bool max_pool2d_backward(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, grad);
-  if (!takes(PoolOp::max_backward, out, cl)) return false;
+  if (!takes(PoolOp::max_backward, out, cl) || !rounds_as_native(out, g)) return false;
   auto e = lookup(Kind::max_backward, out.dtype(), cl, false, out.size(0), out.size(1), g);
   if (!e) return false;
   const Tensor id = dense_in(indices, cl);
@@ -399,7 +414,7 @@ bool avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& 
 
 bool avg_pool2d_backward(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, grad);
-  if (!takes(PoolOp::avg_backward, out, cl)) return false;
+  if (!takes(PoolOp::avg_backward, out, cl) || !rounds_as_native(out, g)) return false;
   auto e = lookup(Kind::avg_backward, out.dtype(), cl, g.count_include_pad, out.size(0), out.size(1), g);
   if (!e) return false;
   const Tensor gd = dense_in(grad, cl);
