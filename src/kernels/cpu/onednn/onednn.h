@@ -1,8 +1,8 @@
-// oneDNN behind the CPU kernels' entry points: conv.cpp and matmul.cpp (the kernels of the conv and
-// gemm slots) first offer their call to the functions below, which run it through oneDNN and return
-// true when the shape is one where oneDNN measured faster, and return false (doing nothing) otherwise,
-// so that the kernel's own code runs. The native kernels stay the fallback and the reference in tests
-// (tests/kernels/test_onednn.cpp).
+// oneDNN behind the CPU kernels' entry points: conv.cpp, matmul.cpp, pool.cpp and batch_norm.cpp (the
+// kernels of the conv, gemm, pooling and batch norm slots) first offer their call to the functions
+// below, which run it through oneDNN and return true when the shape is one where oneDNN measured
+// faster, and return false (doing nothing) otherwise, so that the kernel's own code runs. The native
+// kernels stay the fallback and the reference in tests (tests/kernels/test_onednn*.cpp).
 //
 // This header includes no oneDNN header: the dispatched kernel files (compiled once per ISA level,
 // Note [ISA namespaces]) include it, while the oneDNN calls themselves are compiled once, for plain
