@@ -11,8 +11,10 @@
 
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/test_util.h"
@@ -232,6 +234,40 @@ TEST(OnednnBatchNorm, ModuleStepsAgree) {
   });
   EXPECT_EQ(both.taken, 3 * 2 + 1);
   for (size_t i = 0; i < both.on.size(); ++i) EXPECT_TRUE(agree(both.on[i], both.off[i], 1e-4)) << "result " << i;
+}
+
+// The shipped rule (Note [oneDNN where it wins]): every training forward; the inference and the
+// training backward except float32 channels-last below 2^22 elements; never the eval backward.
+TEST(OnednnBatchNorm, TheRuleTakesTheClassesWhereOnednnMeasuredFaster) {
+  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  ScopedEverywhere rule(false);
+  ScopedOnednn on(true);
+  auto taken = [](const std::function<void()>& f) {
+    const int64_t before = ts::cpu::onednn::calls_taken();
+    f();
+    return ts::cpu::onednn::calls_taken() - before;
+  };
+  const std::vector<Case> shapes = {{{4, 16, 6, 6}, false}, {{4, 16, 6, 6}, true}, {{16, 64, 64, 64}, true},
+                                    {{32, 24}, false}};
+  for (ts::DType dt : {ts::kFloat32, ts::kBFloat16})
+    for (const Case& k : shapes) {
+      SCOPED_TRACE(name(k, dt));
+      const int64_t c = k.sizes[1];
+      const Tensor x = make_x(k, dt, 16), g = make_x(k, dt, 17);
+      const Tensor w = ts::testing::test_data({c}, ts::kFloat32, 18), rm = ts::zeros({c}), rv = ts::ones({c});
+      const bool small_f32_cl = dt == ts::kFloat32 && k.channels_last && x.numel() < (int64_t(1) << 22);
+      Tensor sm, si;
+      EXPECT_EQ(taken([&] { std::tie(std::ignore, sm, si) = ts::native_batch_norm(x, w, Tensor(), rm, rv, true, 0.1, 1e-5); }), 1);
+      EXPECT_EQ(taken([&] { ts::native_batch_norm(x, w, Tensor(), rm, rv, false, 0.1, 1e-5); }), small_f32_cl ? 0 : 1);
+      EXPECT_EQ(taken([&] {
+                  ts::native_batch_norm_backward(g, x, w, rm, rv, sm, si, true, 1e-5, {true, true, true}, Tensor());
+                }),
+                small_f32_cl ? 0 : 1);
+      EXPECT_EQ(taken([&] {
+                  ts::native_batch_norm_backward(g, x, w, rm, rv, sm, si, false, 1e-5, {true, true, true}, Tensor());
+                }),
+                0);
+    }
 }
 
 // The op's errors are raised before any kernel runs: the same with oneDNN on.

@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/test_util.h"
@@ -360,6 +362,38 @@ TEST(OnednnPool, AdaptiveAvgPoolAgrees) {
         const int64_t kh = k.x[2] / k.oh, kw = k.x[3] / k.ow;
         EXPECT_TRUE(ts::testing::all_close(both.on[1], avg_backward_ref(both.on[2], k.x, {kh, kw, kh, kw}), ref_tol(dt)));
       }
+    }
+}
+
+// The shipped rule (Note [oneDNN where it wins]): the classes it sends to oneDNN, one call each.
+TEST(OnednnPool, TheRuleTakesTheClassesWhereOnednnMeasuredFaster) {
+  if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
+  ScopedEverywhere rule(false);
+  ScopedOnednn on(true);
+  auto taken = [](const std::function<void()>& f) {
+    const int64_t before = ts::cpu::onednn::calls_taken();
+    f();
+    return ts::cpu::onednn::calls_taken() - before;
+  };
+  for (ts::DType dt : {ts::kFloat32, ts::kBFloat16})
+    for (bool cl : {false, true}) {
+      SCOPED_TRACE(std::string(ts::dtype_name(dt)) + (cl ? " channels-last" : " nchw"));
+      const ts::Shape in{2, 16, 12, 12};
+      const ts::Tensor x = like_layout(data(in, dt, 12), cl);
+      // Max pooling 2x2 (windows inside the plane) and 3x3 stride 2 padded (the native general path).
+      ts::Tensor y2, i2, y3, i3;
+      EXPECT_EQ(taken([&] { std::tie(y2, i2) = ts::max_pool2d_with_indices(x, 2); }), cl || dt == ts::kBFloat16 ? 1 : 0);
+      EXPECT_EQ(taken([&] { std::tie(y3, i3) = ts::max_pool2d_with_indices(x, 3, 2, 1); }), 1);
+      const ts::Tensor g2 = like_layout(data(y2.sizes(), dt, 13), cl), g3 = like_layout(data(y3.sizes(), dt, 14), cl);
+      EXPECT_EQ(taken([&] { ts::max_pool2d_backward(g2, i2, in, 2, 2, 0, 1); }), cl ? 1 : 0);
+      EXPECT_EQ(taken([&] { ts::max_pool2d_backward(g3, i3, in, 3, 2, 1, 1); }), cl && dt == ts::kFloat32 ? 1 : 0);
+      // Average and adaptive average pooling: everywhere (a bfloat16 backward of overlapping windows
+      // aside).
+      EXPECT_EQ(taken([&] { ts::avg_pool2d(x, 2); }), 1);
+      EXPECT_EQ(taken([&] { ts::avg_pool2d_backward(g2, in, 2, 2, 0, false, true); }), 1);
+      EXPECT_EQ(taken([&] { ts::avg_pool2d_backward(g3, in, 3, 2, 1, false, true); }), dt == ts::kFloat32 ? 1 : 0);
+      EXPECT_EQ(taken([&] { ts::adaptive_avg_pool2d(x, 1); }), 1);
+      EXPECT_EQ(taken([&] { ts::adaptive_avg_pool2d_backward(like_layout(data({2, 16, 1, 1}, dt, 15), cl), in); }), 1);
     }
 }
 

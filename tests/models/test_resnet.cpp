@@ -171,7 +171,10 @@ TEST(ResNet, Resnet50ForwardInTrainAndEvalModeAndChannelsLast) {
   ts::Tensor rm_nchw = after_nchw.at("layer3.2.bn2.running_mean").clone();
   r.load_state_dict(start);
   ts::Tensor y_train_cl = r(x_cl);
-  EXPECT_TRUE(ts::testing::all_close(y_train_cl, y_train, {1e-4, 1e-4}));
+  // Batch statistics of as few as 8 values per channel (layer4 at 2x2, batch 2), 53 batch norms deep,
+  // amplify the last bits: oneDNN's float32 statistics (Note [oneDNN where it wins]) summed in another
+  // order per layout part the two by up to ~2e-4 here, where a layout bug would part them by O(1).
+  EXPECT_TRUE(ts::testing::all_close(y_train_cl, y_train, {1e-3, 1e-3}));
   EXPECT_TRUE(ts::testing::all_close(r.state_dict().at("layer3.2.bn2.running_mean"), rm_nchw, {1e-4, 1e-5}));
 }
 

@@ -58,17 +58,28 @@ using tag = memory::format_tag;
 
 enum class PoolOp { max_forward, max_backward, avg_forward, avg_backward, adaptive_forward, adaptive_backward };
 
-// Which pooling calls go to oneDNN, per op and layout (Note [oneDNN where it wins]).
-bool rule(PoolOp op, bool channels_last, DType dt) {
-  (void)op;
-  (void)channels_last;
-  (void)dt;
-  return false;
+// The native max pooling's fast path (kernels/cpu/pool.cpp's windows_inside): every window inside the
+// plane, no padding, no dilation, no ceil_mode overhang.
+bool windows_inside(const PoolGeometry& g) {
+  return g.pad_h == 0 && g.pad_w == 0 && g.dil_h == 1 && g.dil_w == 1 &&
+         (g.out_h - 1) * g.stride_h + g.kernel_h <= g.in_h && (g.out_w - 1) * g.stride_w + g.kernel_w <= g.in_w;
 }
 
-bool takes(PoolOp op, const Tensor& out, bool channels_last) {
+// Which pooling calls go to oneDNN (Note [oneDNN where it wins]): channels-last max pooling, where the
+// native kernels copy to NCHW and back; NCHW max pooling forward in bfloat16, and in float32 where
+// the native kernel's general path runs (windows reaching into the padding); average and adaptive
+// average pooling everywhere. The NCHW max pooling backward stays native.
+bool rule(PoolOp op, bool channels_last, DType dt, const PoolGeometry& g) {
+  switch (op) {
+    case PoolOp::max_forward: return channels_last || dt == kBFloat16 || !windows_inside(g);
+    case PoolOp::max_backward: return channels_last;
+    default: return true;
+  }
+}
+
+bool takes(PoolOp op, const Tensor& out, bool channels_last, const PoolGeometry& g) {
   if (!onednn_enabled() || !to_dnnl(out.dtype()) || out.numel() == 0) return false;
-  return everywhere() || rule(op, channels_last, out.dtype());
+  return everywhere() || rule(op, channels_last, out.dtype(), g);
 }
 
 bool is_channels_last(const Tensor& t) { return !t.is_contiguous() && t.is_contiguous(MemoryFormat::ChannelsLast); }
@@ -357,7 +368,7 @@ bool is_u8(const memory::desc& d) { return d.data_type() == memory::data_type::u
 
 bool max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, x);
-  if (!takes(PoolOp::max_forward, out, cl)) return false;
+  if (!takes(PoolOp::max_forward, out, cl, g)) return false;
   if (!indices.is_contiguous(cl ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous)) return false;
   auto e = lookup(Kind::max_forward, out.dtype(), cl, false, out.size(0), out.size(1), g);
   if (!e) return false;
@@ -387,7 +398,7 @@ bool rounds_as_native(const Tensor& out, const PoolGeometry& g) {
 
 bool max_pool2d_backward(const Tensor& out, const Tensor& grad, const Tensor& indices, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, grad);
-  if (!takes(PoolOp::max_backward, out, cl) || !rounds_as_native(out, g)) return false;
+  if (!takes(PoolOp::max_backward, out, cl, g) || !rounds_as_native(out, g)) return false;
   auto e = lookup(Kind::max_backward, out.dtype(), cl, false, out.size(0), out.size(1), g);
   if (!e) return false;
   const Tensor id = dense_in(indices, cl);
@@ -404,7 +415,7 @@ bool max_pool2d_backward(const Tensor& out, const Tensor& grad, const Tensor& in
 
 bool avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, x);
-  if (!takes(PoolOp::avg_forward, out, cl)) return false;
+  if (!takes(PoolOp::avg_forward, out, cl, g)) return false;
   auto e = lookup(Kind::avg_forward, out.dtype(), cl, g.count_include_pad, out.size(0), out.size(1), g);
   if (!e) return false;
   const Tensor xd = dense_in(x, cl);
@@ -414,7 +425,7 @@ bool avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& 
 
 bool avg_pool2d_backward(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, grad);
-  if (!takes(PoolOp::avg_backward, out, cl) || !rounds_as_native(out, g)) return false;
+  if (!takes(PoolOp::avg_backward, out, cl, g) || !rounds_as_native(out, g)) return false;
   auto e = lookup(Kind::avg_backward, out.dtype(), cl, g.count_include_pad, out.size(0), out.size(1), g);
   if (!e) return false;
   const Tensor gd = dense_in(grad, cl);
@@ -440,7 +451,7 @@ std::optional<PoolGeometry> regular_windows(const PoolGeometry& a) {
 
 bool adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, x);
-  if (!takes(PoolOp::adaptive_forward, out, cl)) return false;
+  if (!takes(PoolOp::adaptive_forward, out, cl, g)) return false;
   const auto r = regular_windows(g);
   if (!r) return false;
   auto e = lookup(Kind::avg_forward, out.dtype(), cl, false, out.size(0), out.size(1), *r);
@@ -452,7 +463,7 @@ bool adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x, const PoolG
 
 bool adaptive_avg_pool2d_backward(const Tensor& out, const Tensor& grad, const PoolGeometry& g) {
   const bool cl = runs_channels_last(out, grad);
-  if (!takes(PoolOp::adaptive_backward, out, cl)) return false;
+  if (!takes(PoolOp::adaptive_backward, out, cl, g)) return false;
   const auto r = regular_windows(g);
   if (!r) return false;
   auto e = lookup(Kind::avg_backward, out.dtype(), cl, false, out.size(0), out.size(1), *r);
