@@ -65,6 +65,10 @@ if [ $tests = 1 ]; then
   # Tests of other labels that also use the GPU where one is found (the models' GPU cases, the train command).
   ctest --test-dir build -L "models|apps" ${filter:+-R "$filter"} -j 4 --timeout 900 > "$OUT/models-tests.log" 2>&1 || rc=1
   grep -E "tests passed|tests failed" "$OUT/models-tests.log"
+  # The random programs on the GPU: against the oracle's float64 results, and compiled against eager.
+  ctest --test-dir build -R "RandomProgramsCuda|CompiledProgramsCuda" -j 4 --timeout 900 \
+    > "$OUT/programs-tests.log" 2>&1 || rc=1
+  grep -E "tests passed|tests failed" "$OUT/programs-tests.log"
   if [ -z "$filter" ] || echo conformance | grep -qE "$filter"; then
     ctest --test-dir build -R conformance.oracle > "$OUT/conformance.log" 2>&1
     TESSERA_CONFORMANCE_OUTPUTS="$PWD/build/tests/conformance/data/outputs.safetensors" \

@@ -14,6 +14,12 @@
 //     Error (any other)   -> RuntimeError
 // A C++ exception that is not a tessera::Error keeps pybind11's own mapping (std::bad_alloc ->
 // MemoryError, std::out_of_range -> IndexError, anything else -> RuntimeError): never a crash.
+//
+// Note [Local exception translator]: pybind11 keeps one list of global exception translators per
+// internals object, and modules built with a compatible pybind11 share it (here and torch's _C did:
+// one `__pybind11_internals_v4_...` key). A global translator of ours would then run on every C++
+// exception of torch's bindings, and torch's on ours, before pybind11's defaults. The translator is
+// module-local instead: it serves the functions of tessera._C, ahead of any global one, and nothing else.
 #include "bindings.h"
 
 namespace tessera::python {
@@ -38,7 +44,9 @@ void init_errors(py::module_& m) {
   static PyObject* oom_error = make_class(m, "OutOfMemoryError", PyExc_RuntimeError);
   static PyObject* not_impl_error = make_class(m, "NotImplementedError", PyExc_NotImplementedError);
   static PyObject* io_error = make_class(m, "IOError", PyExc_OSError);
-  py::register_exception_translator([](std::exception_ptr p) {
+  // Module-local (Note [Local exception translator]): tried first for tessera's own functions, and
+  // never for another module's, torch's included, with which pybind11 may share its internals.
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const IndexError& e) {

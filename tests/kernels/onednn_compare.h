@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/test_util.h"
@@ -59,6 +60,22 @@ inline Both run_both(const std::function<std::vector<ts::Tensor>()>& f) {
     EXPECT_EQ(ts::cpu::onednn::calls_taken(), before) << "oneDNN ran while switched off";
   }
   return b;
+}
+
+// An op's errors are raised before any kernel runs, so they are the same with oneDNN on and off:
+// messages() gives each error's message (ts::testing::message_of), run once each way.
+inline void expect_same_errors_either_way(const std::function<std::vector<std::string>()>& messages) {
+  std::vector<std::string> on, off;
+  {
+    ScopedOnednn s(true);
+    on = messages();
+  }
+  {
+    ScopedOnednn s(false);
+    off = messages();
+  }
+  EXPECT_EQ(on, off);
+  for (const std::string& m : on) EXPECT_FALSE(m.empty()) << "an expected error was not raised";
 }
 
 // Sets TESSERA_ONEDNN=all's mode for a scope.
