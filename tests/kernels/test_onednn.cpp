@@ -43,7 +43,8 @@ const std::vector<ConvCase>& conv_cases() {
       {2, 6, 12, 12, 6, 3, 3, 2, 0, 1, 1, true, false},    // trailing row and column no window reaches
       {2, 8, 15, 15, 12, 3, 3, 1, 2, 2, 1, true, false},   // dilation 2
       {3, 32, 7, 7, 16, 1, 1, 1, 0, 1, 1, false, false},   // 1x1
-      {2, 8, 10, 9, 12, 3, 3, 1, 1, 1, 4, true, false},    // groups: stays native (the rule)
+      {2, 8, 10, 9, 12, 3, 3, 1, 1, 1, 4, true, false},    // groups: float32 native, bfloat16 oneDNN (the rule)
+      {2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8, false, true},      // depthwise, channels-last: likewise
       {2, 16, 11, 13, 24, 3, 3, 1, 1, 1, 1, true, true},   // channels-last
       {2, 12, 9, 9, 20, 3, 3, 2, 1, 1, 1, false, true},    // channels-last, stride 2
   };
@@ -54,6 +55,7 @@ const std::vector<ConvCase>& conv_cases() {
 bool onednn_expected(const ConvCase& k, ts::DType dt, bool everywhere) {
   if (dt != ts::kFloat32 && dt != ts::kBFloat16) return false;
   if (everywhere) return true;
+  if (dt == ts::kBFloat16 && k.groups > 1) return true;  // grouped and depthwise bfloat16
   return k.c / k.groups >= 4;
 }
 

@@ -33,6 +33,9 @@ bool takes(const ConvGeometry& g, DType dt) {
   if (!onednn_enabled() || !to_dnnl(dt)) return false;
   if (g.batch <= 0 || g.in_channels <= 0 || g.out_channels <= 0) return false;
   if (everywhere()) return true;
+  // bfloat16 grouped and depthwise convolutions: oneDNN whatever the channels per group (2.95x on a
+  // depthwise 3x3 of 64 channels at 56x56, 2.61-4.19; float32 the same class is parity, 0.79-1.48).
+  if (dt == kBFloat16 && g.groups > 1) return true;
   return g.in_channels / g.groups >= kMinChannelsPerGroup;
 }
 

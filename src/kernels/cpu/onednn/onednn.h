@@ -18,13 +18,23 @@
 //    input channels per group. float32: 2.2x on the Fashion-MNIST CNN's second layer, 2.3x on a 3x3 of
 //    64 channels at 56x56 (2.7 to 3.1x channels-last), 1.3 to 1.4x on 1x1, 1.75x strided, 1.8 to 2.2x
 //    depthwise, 3x with 4 groups; bfloat16 2.5 to 6x. With fewer input channels (an image's first
-//    layer: 0.56 to 0.65x in float32) the native im2col kernel stays.
+//    layer: 0.56 to 0.65x in float32) the native im2col kernel stays, except that bfloat16 grouped
+//    and depthwise convolutions always take oneDNN (depthwise 3x3, 64 channels at 56x56: 2.95x,
+//    2.61-4.19; in float32 that class is parity, 1.06x, 0.79-1.48, and stays native).
 //  - matmul, float32 and bfloat16: oneDNN for products of at least 2^20 multiply-adds in all (1024^3:
 //    1.85x in float32, 4.2x in bfloat16; the MLP's 128x784x512: 1.9x and 4x); native below (64^3:
 //    1.2 to 1.5x on a quiet machine, but 3 to 5x slower while other work shared the cores, since
 //    oneDNN splits a call statically over the threads and waits for a preempted one).
 //  - float16 and float64, and conv_transpose2d with a bias, stay native.
-//  - pooling and batch norm have no oneDNN path (bench/NOTES.md says why).
+//  - pooling (pool.cpp) and batch norm (batch_norm.cpp), memory-bound, medians of one run at a5b19e1
+//    (bench/NOTES.md, "Pooling and batch norm through oneDNN"): oneDNN for channels-last max pooling
+//    (1.3 to 6x), NCHW max pooling forward in bfloat16 (1.5 to 2.3x) and where the native kernel's
+//    general path runs (float32 3x3 stride 2: 1.5x), every average and global average pooling (2.9 to
+//    56x), every batch norm training forward (1.6 to 29x), and batch norm's inference forward and
+//    backward except float32 channels-last below 2^22 elements (parity there). Native: NCHW max pooling
+//    backward (0.23 to 0.35x), max pooling backward of bfloat16 overlapping windows in either layout
+//    (1.06x and 1.05x: parity; oneDNN rounds between windows), NCHW float32 2x2 max pooling forward
+//    (0.77x), batch norm's eval-mode backward (not measured).
 // Determinism: oneDNN's results are the same from run to run at a given thread count, but unlike the
 // native kernels (Note [Conv blocks], Note [One thread pool]) they may differ in the last bits between
 // thread counts. Tests that pin the native kernels' thread-count invariance switch oneDNN off
