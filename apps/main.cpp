@@ -25,7 +25,7 @@ void print_info() {
               c.cap.c_str());
   if (tessera::cpu::onednn_built()) {
     std::printf("oneDNN %s: %s\n", tessera::cpu::onednn_version().c_str(),
-                tessera::cpu::onednn_enabled() ? "on (convolutions, matmuls of 2^20 multiply-adds and more)" : "off (TESSERA_ONEDNN=0)");
+                tessera::cpu::onednn_enabled() ? "on (convolutions, pooling, batch norm, matmuls of 2^20 multiply-adds and more)" : "off (TESSERA_ONEDNN=0)");
   } else {
     std::printf("oneDNN: not built (configure with TESSERA_ONEDNN=ON and libdnnl-dev installed)\n");
   }
