@@ -161,6 +161,28 @@ def run_program(cmd, what, timeout, env=None):
     return json_lines(p.stdout) + (error,)
 
 
+def alternating_rounds(raw, programs, rounds, timeout):
+    """Runs each (side, cmd, what) of programs once per round, the sides alternating so that clocks and
+    neighbours hit them alike, between GPU clock readings: raw gains "clocks_before", "rounds" (one
+    {side: {"header", "rows", "error"}} per round) and "clocks_after"."""
+    t0 = time.monotonic()
+    raw["clocks_before"] = gpu_clocks()
+    raw["rounds"] = []
+    for r in range(rounds):
+        rnd = {}
+        for side, cmd, what in programs:
+            h, rows, err = run_program(cmd, f"round {r + 1}/{rounds}: {what}", timeout)
+            rnd[side] = {"header": h, "rows": rows, "error": err}
+        raw["rounds"].append(rnd)
+        print(f"round {r + 1}/{rounds} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    raw["clocks_after"] = gpu_clocks()
+
+
+def fmt(x, w, d=3):
+    """x in a column of width w with d decimals, or "-" where it is not a number."""
+    return f"{x:{w}.{d}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else f"{'-':>{w}s}"
+
+
 def spread(values):
     """(median, min, max) of the numbers among values (a side's figure per round, None where a round has
     none), or (None, None, None) when there are none."""

@@ -39,7 +39,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import (as_output, commit_id, gpu_clocks, gpu_environment, raw_last, run_program,  # noqa: E402
+from bench_io import (alternating_rounds, as_output, commit_id, fmt, gpu_environment, raw_last,  # noqa: E402
                       set_ratio, spread, summarize_sides)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,24 +195,12 @@ def collect(args):
               "--iters", str(args.iters)]
     raw = {"env": gpu_environment(args.python), "commit": commit_id(ROOT), "runs": args.runs, "iters": args.iters,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rounds": []}
-    t0 = time.monotonic()
-    raw["clocks_before"] = gpu_clocks()
-    for r in range(args.rounds):  # alternate so that clocks and neighbours hit both sides alike
-        rnd = {}
-        for side, cmd, what in (("tessera", ts_cmd, "bench_cuda_graph"), ("torch", pt_cmd, "cuda_graph.py")):
-            h, rows, err = run_program(cmd, f"round {r + 1}/{args.rounds}: {what}", args.timeout)
-            rnd[side] = {"header": h, "rows": rows, "error": err}
-        raw["rounds"].append(rnd)
-        print(f"round {r + 1}/{args.rounds} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
-    raw["clocks_after"] = gpu_clocks()
+    alternating_rounds(raw, (("tessera", ts_cmd, "bench_cuda_graph"), ("torch", pt_cmd, "cuda_graph.py")),
+                       args.rounds, args.timeout)
     raw["accuracy"] = None if args.skip_accuracy else {
         mode: train(args.build, amp, args.data, args.train_timeout)
         for mode, amp in (("float32", "off"), ("bf16", "bf16"))}
     return raw
-
-
-def fmt(x, w, d=3):
-    return f"{x:{w}.{d}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else f"{'-':>{w}s}"
 
 
 def print_table(doc):

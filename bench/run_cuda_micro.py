@@ -35,11 +35,10 @@ import datetime
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import (as_output, commit_id, faster_side, gpu_clocks, gpu_environment, raw_last,  # noqa: E402
-                      round_value, run_program, set_ratio, spread, summarize_sides)
+from bench_io import (alternating_rounds, as_output, commit_id, faster_side, fmt, gpu_environment,  # noqa: E402
+                      raw_last, round_value, set_ratio, spread, summarize_sides)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = "cuda-micro"
@@ -231,21 +230,9 @@ def collect(args, binary):
     env = gpu_environment(args.python)
     raw = {"env": env, "commit": commit_id(ROOT), "only": only, "compile": args.compile, "runs": args.runs,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rounds": []}
-    t0 = time.monotonic()
-    raw["clocks_before"] = gpu_clocks()
-    for r in range(args.rounds):  # alternate so that clocks and neighbours hit both sides alike
-        rnd = {}
-        for side, cmd, what in (("tessera", ts_cmd, "bench_cuda_micro"), ("torch", pt_cmd, "cuda_micro.py")):
-            h, rows, err = run_program(cmd, f"round {r + 1}/{args.rounds}: {what}", args.timeout)
-            rnd[side] = {"header": h, "rows": rows, "error": err}
-        raw["rounds"].append(rnd)
-        print(f"round {r + 1}/{args.rounds} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
-    raw["clocks_after"] = gpu_clocks()
+    alternating_rounds(raw, (("tessera", ts_cmd, "bench_cuda_micro"), ("torch", pt_cmd, "cuda_micro.py")),
+                       args.rounds, args.timeout)
     return raw
-
-
-def fmt(x, w, d=3):
-    return f"{x:{w}.{d}f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else f"{'-':>{w}s}"
 
 
 def print_table(doc):

@@ -40,6 +40,13 @@ inline ::testing::AssertionResult agree(const ts::Tensor& a, const ts::Tensor& e
 
 inline double tol_for(ts::DType dt) { return dt == ts::kBFloat16 ? 1.6e-2 : 2e-5; }
 
+// How many calls oneDNN took while f ran (under whatever mode the caller set).
+inline int64_t calls_taken_by(const std::function<void()>& f) {
+  const int64_t before = ts::cpu::onednn::calls_taken();
+  f();
+  return ts::cpu::onednn::calls_taken() - before;
+}
+
 // Runs f with oneDNN on, then off; returns both results and whether the "on" run went through oneDNN.
 struct Both {
   std::vector<ts::Tensor> on, off;

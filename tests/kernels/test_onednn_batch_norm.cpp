@@ -242,11 +242,7 @@ TEST(OnednnBatchNorm, TheRuleTakesTheClassesWhereOnednnMeasuredFaster) {
   if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
   ScopedEverywhere rule(false);
   ScopedOnednn on(true);
-  auto taken = [](const std::function<void()>& f) {
-    const int64_t before = ts::cpu::onednn::calls_taken();
-    f();
-    return ts::cpu::onednn::calls_taken() - before;
-  };
+  const auto& taken = calls_taken_by;
   const std::vector<Case> shapes = {{{4, 16, 6, 6}, false}, {{4, 16, 6, 6}, true}, {{16, 64, 64, 64}, true},
                                     {{32, 24}, false}};
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16})

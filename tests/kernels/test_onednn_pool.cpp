@@ -370,11 +370,7 @@ TEST(OnednnPool, TheRuleTakesTheClassesWhereOnednnMeasuredFaster) {
   if (!ts::cpu::onednn_built()) GTEST_SKIP() << "built without oneDNN";
   ScopedEverywhere rule(false);
   ScopedOnednn on(true);
-  auto taken = [](const std::function<void()>& f) {
-    const int64_t before = ts::cpu::onednn::calls_taken();
-    f();
-    return ts::cpu::onednn::calls_taken() - before;
-  };
+  const auto& taken = calls_taken_by;
   for (ts::DType dt : {ts::kFloat32, ts::kBFloat16})
     for (bool cl : {false, true}) {
       SCOPED_TRACE(std::string(ts::dtype_name(dt)) + (cl ? " channels-last" : " nchw"));
