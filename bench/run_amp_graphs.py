@@ -31,6 +31,7 @@ usage: run_amp_graphs.py [--build build] [--python PY] [--rounds 3] [--runs 20] 
 """
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -108,15 +109,15 @@ def graph_row(name, per_round, eager_rounds):
 
 
 def accuracy_run(run):
-    """One training's samples from its output: {"command", "seconds", "accuracy_lines", "epoch_accuracies",
-    "error"}."""
+    """One training's samples from its output: {"command", "data" (the files' SHA-256, or None for the train
+    command's default folder), "seconds", "accuracy_lines", "epoch_accuracies", "error"}."""
     lines = [line.strip() for line in (run.get("stdout") or "").splitlines() if ACC.search(line)]
     accs = [float(x) for line in lines for x in ACC.findall(line)]
     error = run.get("error")
     if not error and len(accs) != EPOCHS:
         error = f"tessera train printed {len(accs)} test accuracies of {EPOCHS} epochs"
-    return {"command": run.get("command"), "seconds": run.get("seconds"), "accuracy_lines": lines,
-            "epoch_accuracies": accs, "error": error}
+    return {"command": run.get("command"), "data": run.get("data"), "seconds": run.get("seconds"),
+            "accuracy_lines": lines, "epoch_accuracies": accs, "error": error}
 
 
 def accuracy_row(runs):
@@ -135,7 +136,7 @@ def accuracy_row(runs):
 def build_document(raw):
     """The results document of one run. raw: {"rounds": [{"tessera": side, "torch": side}] where side is
     {"header", "rows" (name -> the program's line), "error" (None or why the process failed)}, "accuracy"
-    (None when skipped, else {"float32": run, "bf16": run}, run = {"command", "stdout", "seconds", "error"}),
+    (None when skipped, else {"float32": run, "bf16": run}, run = {"command", "data", "stdout", "seconds", "error"}),
     "env" (bench_io.gpu_environment()), "clocks_before", "clocks_after" (bench_io.gpu_clocks()), "commit",
     "date", "runs", "iters"}."""
     rounds = raw["rounds"]
@@ -163,6 +164,18 @@ def build_document(raw):
 # ---------------------------------------------------------------------------------------------------
 # The run.
 
+def data_identity(folder):
+    """The Fashion-MNIST files by content: {file name: SHA-256}. The record names the data this way, not
+    by the folder's path, which belongs to the machine that ran it."""
+    out = {}
+    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else []:
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
 def train(build, amp, data, timeout):
     cmd = [os.path.join(build, "apps", "tessera"), "train", "--model", "cnn", "--epochs", str(EPOCHS),
            "--batch-size", "64", "--seed", "0", "--device", "cuda", "--amp", amp]
@@ -170,7 +183,8 @@ def train(build, amp, data, timeout):
         cmd += ["--data", "fashion-mnist:" + data]
     print(f"==> accuracy, --amp {amp}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
-    run = {"command": cmd[1:], "stdout": "", "error": None}
+    recorded = cmd[1:-1] + ["fashion-mnist:DATA"] if data else cmd[1:]  # DATA: the files of "data"
+    run = {"command": recorded, "data": data_identity(data) if data else None, "stdout": "", "error": None}
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         run["stdout"] = p.stdout

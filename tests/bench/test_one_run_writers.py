@@ -319,6 +319,17 @@ def main():
         part = amp_graphs.build_document(graph_raw(7, accuracy=False))
         ok &= self_test("amp-graphs-partial.json (--skip-accuracy)", part, "amp-graphs-partial.json", tmp,
                         wrong_file="amp-graphs.json")
+
+        # The training's record names its data by content, never by the folder's path.
+        data = os.path.join(tmp, "some-machines-folder")
+        os.makedirs(data)
+        with open(os.path.join(data, "t10k-labels-idx1-ubyte.gz"), "wb") as f:
+            f.write(b"abc")
+        run = amp_graphs.train(os.path.join(tmp, "no-build"), "bf16", data, 5)
+        ok &= expect("amp-graphs: a training's record holds its data's SHA-256 and not the folder's path",
+                     run["data"] == {"t10k-labels-idx1-ubyte.gz": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}
+                     and "some-machines-folder" not in json.dumps(run) and run["command"][-1] == "fashion-mnist:DATA"
+                     and run["error"].startswith("tessera train: could not run"))
     return 0 if ok else 1
 
 

@@ -29,7 +29,7 @@ import sys
 # bench/run_models.py), with the raw samples kept; it then
 # leaves this list and gets a checker below. Until then only their being JSON objects with rows is
 # checked, and a listed file that carries samples fails (it was regenerated: take it off the list).
-LEGACY_AWAITING_REGENERATION = {"models.json"}
+LEGACY_AWAITING_REGENERATION = {"amp-graphs.json", "models.json"}
 
 # The keys under which the writers keep raw samples (anywhere in a file).
 SAMPLE_KEYS = {"samples", "reference_samples", "samples_ms", "samples_tessera", "samples_torch", "samples_cxx",
@@ -188,6 +188,23 @@ def non_finite(obj, path="$"):
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
             yield from non_finite(v, f"{path}[{i}]")
+
+
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s:=(])(?:/[A-Za-z0-9_.+-]+){2,}")
+
+
+def machine_paths(obj, path="$"):
+    """Paths of the strings in obj that name an absolute folder or file: a results file identifies its
+    programs and data by the repository's names and by content, never by the folders of the machine
+    that ran it."""
+    if isinstance(obj, str) and ABSOLUTE_PATH.search(obj):
+        yield path
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from machine_paths(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from machine_paths(v, f"{path}[{i}]")
 
 
 def sample_keys_in(obj):
@@ -1246,6 +1263,8 @@ def check_file(path):
         return False, f"FAIL  {file}: not a JSON object"
     for p in non_finite(doc):
         f.bad(f"{p} is not finite")
+    for p in machine_paths(doc):
+        f.bad(f"{p} names an absolute path of the machine that ran it")
     if file in LEGACY_AWAITING_REGENERATION:
         check_legacy(f, doc)
         what = f"legacy, awaiting regeneration: {len(doc.get('rows') or [])} rows, nothing to re-derive"
