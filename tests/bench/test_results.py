@@ -178,33 +178,31 @@ def named_rows(f, doc, unit=True):
     return out
 
 
-def non_finite(obj, path="$"):
-    """Paths of the numbers in obj that are not finite (json reads NaN and Infinity)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        yield path
-    elif isinstance(obj, dict):
+def leaves(obj, path="$"):
+    """(path, value) of every value in obj that is neither a dict nor a list."""
+    if isinstance(obj, dict):
         for k, v in obj.items():
-            yield from non_finite(v, f"{path}.{k}")
+            yield from leaves(v, f"{path}.{k}")
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            yield from non_finite(v, f"{path}[{i}]")
+            yield from leaves(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def non_finite(obj):
+    """Paths of the numbers in obj that are not finite (json reads NaN and Infinity)."""
+    return [p for p, v in leaves(obj) if isinstance(v, float) and not math.isfinite(v)]
 
 
 ABSOLUTE_PATH = re.compile(r"(?:^|[\s:=(])(?:/[A-Za-z0-9_.+-]+){2,}")
 
 
-def machine_paths(obj, path="$"):
+def machine_paths(obj):
     """Paths of the strings in obj that name an absolute folder or file: a results file identifies its
     programs and data by the repository's names and by content, never by the folders of the machine
     that ran it."""
-    if isinstance(obj, str) and ABSOLUTE_PATH.search(obj):
-        yield path
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from machine_paths(v, f"{path}.{k}")
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            yield from machine_paths(v, f"{path}[{i}]")
+    return [p for p, v in leaves(obj) if isinstance(v, str) and ABSOLUTE_PATH.search(v)]
 
 
 def sample_keys_in(obj):
