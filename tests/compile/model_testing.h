@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 
 #include "compile/bitwise.h"
 #include "tessera/compile.h"
@@ -23,6 +24,16 @@ inline models::GPT2Config small_gpt() {
 // outputs, gradients (of the sum of squares) and buffers must be bitwise equal.
 // joint: whether the backward must be a captured graph (Note [Joint graph]); otherwise autograd
 // differentiates the replayed forward. Returns the compiled function's statistics.
+// The gradients of two copies of a module, parameter by parameter, bitwise (where the second has one).
+template <class M>
+void expect_gradients_bitwise(M& a, M& b, const std::string& where) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (!pb[i].second.grad().defined()) continue;
+    EXPECT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << where << " " << pa[i].first;
+  }
+}
+
 template <class M, class Make>
 CompileStats expect_forward_and_gradients_equal(const char* name, Make make, const std::function<Tensor()>& input,
                                                 bool training, bool joint = true, const CompileOptions& options = {}) {
@@ -42,11 +53,7 @@ CompileStats expect_forward_and_gradients_equal(const char* name, Make make, con
     EXPECT_TRUE(bitwise(ya, yb)) << name << " call " << call;
     ya.to(kFloat32).pow(2).sum().backward();
     yb.to(kFloat32).pow(2).sum().backward();
-    auto pa = a.named_parameters(), pb = b.named_parameters();
-    for (size_t i = 0; i < pa.size(); ++i) {
-      if (!pb[i].second.grad().defined()) continue;
-      EXPECT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << name << " call " << call << " " << pa[i].first;
-    }
+    expect_gradients_bitwise(a, b, std::string(name) + " call " + std::to_string(call));
     a.zero_grad();
     b.zero_grad();
     auto ba = a.named_buffers(), bb = b.named_buffers();  // batch norm's running statistics
@@ -118,11 +125,7 @@ CompileStats expect_training_steps_equal(const char* name, Make make, Loss loss_
     EXPECT_TRUE(bitwise(la, lb)) << name << " step " << step;
     la.backward();
     lb.backward();
-    auto pa = a.named_parameters(), pb = b.named_parameters();
-    for (size_t i = 0; i < pa.size(); ++i) {
-      if (!pb[i].second.grad().defined()) continue;
-      EXPECT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << name << " step " << step << " " << pa[i].first;
-    }
+    expect_gradients_bitwise(a, b, std::string(name) + " step " + std::to_string(step));
     oa.step();
     ob.step();
   }
