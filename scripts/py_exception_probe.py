@@ -8,8 +8,9 @@ that matter: tessera alone, PyTorch imported after tessera and used (the order o
 conftest imports tessera, a test imports torch), and PyTorch imported first. Each child prints a marker
 before every step, so the last marker names the step that crashed, and reports what decides whether
 two pybind11 modules share state (Note [Shared pybind11 internals]) and which C++ runtime libraries the
-process loaded. A child that dies by a signal is run again for a native backtrace: under gdb where
-there is one, else with a small SIGSEGV handler preloaded (Note [A backtrace without gdb]).
+process loaded. A child that dies by a signal is run again for a native backtrace: under gdb (or CUDA's
+cuda-gdb) where there is one, and with a small SIGSEGV handler preloaded where there is none or it gave
+no frames (Note [A backtrace without gdb]).
 
 usage: PYTHONPATH=BUILD/python python3 scripts/py_exception_probe.py [--build BUILD] [--only VARIANT]
                                                                        [--no-gdb]
@@ -179,11 +180,21 @@ def resolve_frames(text):
 
 def native_backtrace(variant, env, use_gdb):
     me = os.path.abspath(__file__)
-    if use_gdb and shutil.which("gdb"):
-        cmd = ["gdb", "-q", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-iex", "set auto-load off",
+    # cuda-gdb debugs host-only programs too, and is there where gdb is not (CUDA's toolkit).
+    debugger = use_gdb and (shutil.which("gdb") or shutil.which("cuda-gdb")
+                            or next((p for p in ("/usr/local/cuda/bin/cuda-gdb",) if os.access(p, os.X_OK)), None))
+    if debugger:
+        cmd = [debugger, "-q", "-batch", "-nx", "-iex", "set debuginfod enabled off", "-iex", "set auto-load off",
                "-ex", "run", "-ex", "bt 40", "-ex", "info sharedlibrary",
                "--args", sys.executable, me, "--child", variant]
-        return "gdb:\n" + run(cmd, env=env)[1]
+        text = f"{os.path.basename(debugger)}:\n" + run(cmd, env=env)[1]
+        if re.search(r"^#0 ", text, re.M):
+            return text
+        return text + "\n(no frames from the debugger)\n" + preloaded_backtrace(me, variant, env)
+    return preloaded_backtrace(me, variant, env)
+
+
+def preloaded_backtrace(me, variant, env):
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         return "no gdb and no C compiler: only faulthandler's Python stack above"
