@@ -13,7 +13,8 @@ or removed, must fail it (so a figure the writer adds without a check fails here
    faults (a process stopped at its time limit keeps the rows it printed, a row that raised records its
    error) is cut short and writes models-partial.json naming its holes; a partial run (timed rows, or the
    loss curves alone) writes models-partial.json; neither touches models.json, no temporary file is left,
-   and the table says "parity".
+   and the table says "parity"; --warm-caches-only runs the two Inductor sides once, needs no build and
+   writes nothing.
 Prints what it checked; exit status 1 on any failure.
 """
 import copy
@@ -402,6 +403,25 @@ def part2():
         expect(open(full).read() == before, "a partial run leaves models.json as it was")
         left = sorted(set(os.listdir(results)) - {"models.json", "models-partial.json"})
         expect(not left, f"no temporary file left: {left}")
+
+        # --warm-caches-only (Note [Warming Inductor's caches]): the two Inductor sides once each, with no
+        # build, into a cache of their own; nothing written.
+        before_files = sorted(os.listdir(results))
+        env = dict(os.environ, PATH=os.path.join(tmp, "bin") + os.pathsep + os.environ.get("PATH", ""),
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor-warm"), STAND_IN_FAULTS="0")
+        cmd = [sys.executable, os.path.join(ROOT, "bench", "run_models.py"), "--warm-caches-only", "--build",
+               os.path.join(tmp, "no-build"), "--python", os.path.join(tmp, "bin", "python"), "--out",
+               os.path.join(results, "models.json"), "--runs", "1", "--timeout", "20", "--budget-min", "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        lines = [l for l in p.stdout.splitlines() if l.startswith("torch_")]
+        expect(p.returncode == 0 and len(lines) == 2 and all(": ok in " in l for l in lines) and
+               "cache was cold" in lines[0] and "cache was warm" in lines[1],
+               f"--warm-caches-only runs torch.compile then max-autotune, the second finding the cache warm: "
+               f"{p.returncode} {lines} {p.stderr[-800:]}")
+        expect(sorted(os.listdir(results)) == before_files and open(full).read() == before,
+               "--warm-caches-only writes no file")
+        p = subprocess.run(cmd + ["--python", "/bin/false"], capture_output=True, text=True, env=env, timeout=300)
+        expect(p.returncode == 1, f"a warm-up whose processes fail exits 1, not {p.returncode}")
 
 
 def main():
