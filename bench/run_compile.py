@@ -52,7 +52,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import commit_id, gpu_info, run  # noqa: E402
+from bench_io import commit_id, gpu_info, run, verdict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -193,7 +193,7 @@ def main():
                 row["ratio_vs_torch"] = best / med
                 pool = t["compile"] if best == row["torch_compile"] else t["eager"]
                 lo, hi = min(pool) / max(s), max(pool) / min(s)
-                row["verdict_vs_torch"] = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+                row["verdict_vs_torch"] = verdict(lo, hi)
         if r.get("items"):  # a throughput row: items per second from the per-call medians
             per_s = lambda ms: r["items"] * 1000.0 / ms if ms else None  # noqa: E731
             row["throughput_unit"] = f"{r['item']}/s"
@@ -210,7 +210,7 @@ def main():
             row["meets"] = row["ratio"] >= 1.0
             # The spread decides: ratios from the extremes that overlap 1.0 are parity.
             lo, hi = min(e) / max(s), max(e) / min(s)
-            row["verdict"] = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+            row["verdict"] = verdict(lo, hi)
             if r.get("nodes"):
                 row["overhead_us_per_node"] = (med - emed) * 1000.0 / r["nodes"]
         else:

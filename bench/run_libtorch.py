@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import commit_id, gpu_info, json_lines  # noqa: E402
+from bench_io import commit_id, gpu_info, json_lines, verdict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [("eager_add_1024_x1000", "us/op", False), ("mlp_784_512_512_10_b128_sgd", "steps/s", True),
@@ -86,15 +86,12 @@ def main():
         complete = complete and ok
         per_round = [(t / l if higher else l / t) for t, l in zip(ts, lt)] if ok else []
         ratio = statistics.median(per_round) if per_round else None
-        verdict = None
-        if per_round:
-            lo, hi = min(per_round), max(per_round)
-            verdict = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+        row_verdict = verdict(min(per_round), max(per_round)) if per_round else None
         out_rows.append({
             "work": name, "unit": unit, "tessera": statistics.median(ts) if ok else None,
             "libtorch": statistics.median(lt) if ok else None, "ratio": ratio,
             "ratio_min": min(per_round) if per_round else None, "ratio_max": max(per_round) if per_round else None,
-            "verdict": verdict, "tessera_rounds": ts, "libtorch_rounds": lt,
+            "verdict": row_verdict, "tessera_rounds": ts, "libtorch_rounds": lt,
             "errors": {side: rounds[r][side].get(name, {}).get("error") for r in range(a.rounds)
                        for side in ("tessera", "libtorch") if rounds[r][side].get(name, {}).get("error")},
             "samples": [{side: rounds[r][side].get(name) for side in ("tessera", "libtorch")} for r in range(a.rounds)],

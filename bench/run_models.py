@@ -73,7 +73,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_io import commit_id, gpu_clocks, gpu_environment, json_lines  # noqa: E402
+from bench_io import commit_id, gpu_clocks, gpu_environment, json_lines, verdict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 1024.0 ** 3
@@ -188,11 +188,6 @@ def ratio_spread(unit, ts, ref):
     if higher_is_better(unit):
         return min(ts) / max(ref), max(ts) / min(ref)
     return min(ref) / max(ts), max(ref) / min(ts)
-
-
-def verdict(lo, hi):
-    """tests/bench/test_results.py's verdict: parity where the spread holds 1.0."""
-    return "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
 
 
 def best_side(unit, medians):

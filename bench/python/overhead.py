@@ -67,7 +67,7 @@ def main():
     orr = [statistics.median(x) for x in tov]
     t, r = statistics.median(tr), statistics.median(orr)
     lo, hi = min(orr) / max(tr), max(orr) / min(tr)
-    verdict = "parity" if lo <= 1.0 <= hi else ("faster" if lo > 1.0 else "slower")
+    verdict = sides.verdict(lo, hi)
     suite = f"python-overhead-{args.device}"
     out = sides.header(suite, args.device, args.rounds, version)
     out["reps"] = args.reps

@@ -11,7 +11,7 @@ import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from bench_io import commit_id  # noqa: E402
+from bench_io import commit_id, verdict  # noqa: E402,F401  (verdict: for the writers)
 
 
 def default_python():
