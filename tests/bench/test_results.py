@@ -29,7 +29,7 @@ import sys
 # bench/run_models.py), with the raw samples kept; it then
 # leaves this list and gets a checker below. Until then only their being JSON objects with rows is
 # checked, and a listed file that carries samples fails (it was regenerated: take it off the list).
-LEGACY_AWAITING_REGENERATION = {"models.json"}
+LEGACY_AWAITING_REGENERATION = set()
 
 # The keys under which the writers keep raw samples (anywhere in a file).
 SAMPLE_KEYS = {"samples", "reference_samples", "samples_ms", "samples_tessera", "samples_torch", "samples_cxx",
