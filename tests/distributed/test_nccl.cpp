@@ -11,6 +11,7 @@
 #include "tessera/distributed/ddp.h"
 #include "tessera/distributed/zero.h"
 #include "tessera/tessera.h"
+#include "common/test_util.h"
 
 namespace ts = tessera;
 namespace dist = tessera::distributed;
@@ -141,6 +142,96 @@ TEST(Nccl, ZeroEqualsPlainAdam) {
   }
   auto a = net.named_parameters(), b = ref.named_parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(ts::equal(a[i].second.cpu(), b[i].second.cpu())) << a[i].first;
+}
+
+// DDP inside a whole training step captured by make_graphed (Note [NCCL under CUDA graph capture]):
+// the bucket all-reduces are captured with the step's kernels, and the replays train as the eager
+// plain model does, bit for bit (an average over one rank is the value itself).
+TEST(Nccl, DdpStepCapturedInACudaGraphEqualsEagerPlainTraining) {
+  NEED_NCCL();
+  const ts::TensorOptions gpu(ts::kFloat32, ts::Device::cuda(0));
+  ts::manual_seed(7);
+  Mlp net;
+  ts::manual_seed(7);
+  Mlp ref;
+  net.to("cuda");
+  ref.to("cuda");
+  ts::nn::DistributedDataParallel ddp(net, {.bucket_cap_mb = 1e-3, .first_bucket_cap_mb = 1e-3});
+  ASSERT_GT(ddp.num_buckets(), 1);
+  ts::optim::SGD opt(ddp.parameters(), {.lr = 0.05, .momentum = 0.9});
+  ts::optim::SGD ref_opt(ref.parameters(), {.lr = 0.05, .momentum = 0.9});
+  std::vector<std::vector<ts::Tensor>> batches;
+  for (int i = 0; i < 6; ++i) batches.push_back({ts::randn({32, 16}, gpu), ts::randn({32, 8}, gpu)});
+  auto plain_step = [&](const std::vector<ts::Tensor>& in) {
+    ref_opt.zero_grad();
+    ts::Tensor loss = F::mse_loss(ref(in[0]), in[1]);
+    loss.backward();
+    ref_opt.step();
+    return loss;
+  };
+  const uint64_t seq_before = dist::default_group().sequence_number();
+  // make_graphed takes 3 real steps on the sample batch before it captures; the plain model takes them too.
+  auto step = ts::cuda::make_graphed(
+      [&](const std::vector<ts::Tensor>& in) {
+        opt.zero_grad();
+        ts::Tensor loss = F::mse_loss(ddp(in[0]), in[1]);
+        loss.backward();
+        opt.step();
+        return std::vector<ts::Tensor>{loss};
+      },
+      batches[0]);
+  for (int i = 0; i < 3; ++i) (void)plain_step(batches[0]);
+  // Four iterations (three warm-up steps and the capture), each with every bucket started in backward.
+  EXPECT_EQ(dist::default_group().sequence_number() - seq_before, 4u * static_cast<uint64_t>(ddp.num_buckets()));
+  EXPECT_EQ(ddp.buckets_started_in_backward(), ddp.num_buckets());
+  for (int s = 1; s < 6; ++s) {
+    const ts::Tensor want = plain_step(batches[s]);
+    const ts::Tensor got = step(batches[s])[0];
+    EXPECT_TRUE(ts::equal(got.cpu(), want.cpu())) << "loss of step " << s;
+  }
+  // Replays issue nothing on the host: the sequence number stays where the capture left it.
+  EXPECT_EQ(dist::default_group().sequence_number() - seq_before, 4u * static_cast<uint64_t>(ddp.num_buckets()));
+  auto a = net.named_parameters(), b = ref.named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(ts::equal(a[i].second.cpu(), b[i].second.cpu())) << a[i].first;
+}
+
+// A collective captured alone: the replay runs it in order between the captured kernels; the captured
+// work is not tracked (is_completed raises), and a barrier, which blocks the host, refuses capture.
+TEST(Nccl, CollectiveCapturedAloneReplaysInOrderAndBarrierRefusesCapture) {
+  NEED_NCCL();
+  const ts::TensorOptions gpu(ts::kFloat32, ts::Device::cuda(0));
+  ts::Tensor t = ts::arange(0, 1000, 1, gpu);
+  ts::cuda::Stream side = ts::cuda::Stream::create(0);
+  ts::cuda::Graph g;
+  {
+    ts::cuda::StreamGuard on_side(side);
+    t.mul_(2.0);  // warm-up, eagerly, outside the capture
+    dist::all_reduce(t, dist::ReduceOp::Avg);
+    t.add_(1.0);
+    g.capture_begin();
+    t.mul_(2.0);
+    dist::WorkPtr w = dist::all_reduce(t, dist::ReduceOp::Avg, /*async_op=*/true);
+    const std::string completed = ts::testing::message_of<ts::ValueError>([&] { (void)w->is_completed(); });
+    EXPECT_NE(completed.find("captured into a CUDA graph"), std::string::npos) << completed;
+    const std::string barrier = ts::testing::message_of<dist::DistributedError>([&] { dist::barrier(); });
+    EXPECT_NE(barrier.find("cannot be captured into a CUDA graph"), std::string::npos) << barrier;
+    w->wait();
+    t.add_(1.0);
+    g.capture_end();
+    // The wait of a captured work outside its capture is refused too.
+    const std::string outside = ts::testing::message_of<ts::ValueError>([&] { w->wait(); });
+    EXPECT_NE(outside.find("only inside that capture"), std::string::npos) << outside;
+  }
+  ts::cuda::synchronize();
+  std::vector<double> want(1000);
+  for (int i = 0; i < 1000; ++i) want[i] = 2.0 * i + 1.0;  // the eager warm-up; the capture ran nothing
+  EXPECT_TRUE(ts::equal(t.cpu(), ts::tensor(want, {1000})));
+  g.replay();
+  g.replay();
+  ts::cuda::synchronize();
+  for (double& v : want) v = 2.0 * (2.0 * v + 1.0) + 1.0;
+  EXPECT_TRUE(ts::equal(t.cpu(), ts::tensor(want, {1000})));
+  dist::barrier();  // the group still works after the capture
 }
 
 }  // namespace

@@ -39,6 +39,12 @@
 // no_sync(): within the guard backward accumulates into .grad locally and reduces nothing; the first
 // backward after it reduces the accumulated sums. broadcast_buffers: every forward first broadcasts
 // rank 0's buffers (BatchNorm's running statistics) to the other ranks.
+//
+// CUDA graphs: a whole step (forward, backward, optimizer step) of a DDP model on the nccl backend can
+// be captured by cuda::make_graphed, as PyTorch's DDP under torch.cuda.graph: the hooks run during the
+// capture as in an eager step and the bucket all-reduces are captured with the kernels (Note [NCCL
+// under CUDA graph capture] in src/distributed/cuda/process_group_nccl.cpp); each replay reduces
+// again. find_unused_parameters reads its used-map on the host and cannot be captured.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -19,6 +19,17 @@
 // job ends (MPI_Abort under MPI, else exit status 1), as PyTorch's watchdog tears the process down: the
 // streams of an aborted communicator hold values nothing may use. Never a silent hang.
 //
+// Note [NCCL under CUDA graph capture]: a collective called while the caller's stream is being
+// captured is captured too: the comm stream joins the capture through the ready event, NCCL's kernel
+// becomes a node of the graph, and the end event's wait in Work::wait() joins it back, so a replay runs
+// the collective in the same order against the step's kernels (DDP's bucket all-reduces inside a
+// graphed training step). Such a Work is not given to the watchdog: an event recorded during capture is
+// no record, and querying it would fail; each replay's collective is the graph's to complete. Its
+// is_completed() and is_success() raise, saying so. The watchdog itself queries its events in the
+// thread-local capture mode, so that a query of work queued before a capture began does not invalidate
+// a global-mode capture on another thread (PyTorch's ProcessGroupNCCL does both, pytorch #103503 and
+// #148594). A barrier blocks the host and cannot be captured: it raises before queuing anything.
+//
 // Note [NCCL unique id]: ranks meet through ncclGetUniqueId on rank 0, whose 128 bytes reach the
 // others by MPI_Bcast on MPI_COMM_WORLD under mpirun or srun (MPI gives rank, size and local rank), or
 // through the TCP rendezvous at MASTER_ADDR:MASTER_PORT under torchrun's variables (they give rank,
@@ -38,6 +49,7 @@
 #include "distributed/default_group.h"
 #include "distributed/rendezvous.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/graph_capture.h"
 #include "tessera/cuda.h"
 #include "tessera/functions.h"
 
@@ -90,8 +102,8 @@ class NcclProcessGroup;
 
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclProcessGroup* group, std::string what, bool host_blocking)
-      : group_(group), what_(std::move(what)), host_blocking_(host_blocking) {}
+  NcclWork(NcclProcessGroup* group, std::string what, bool host_blocking, bool captured)
+      : group_(group), what_(std::move(what)), host_blocking_(host_blocking), captured_(captured) {}
   bool is_completed() override;
   bool is_success() override;
   void wait() override;
@@ -105,6 +117,9 @@ class NcclWork final : public Work {
   NcclProcessGroup* group_;
   std::string what_;
   bool host_blocking_;
+  bool captured_;  // queued during a CUDA graph capture (Note [NCCL under CUDA graph capture])
+
+  void check_not_captured(const char* op) const;
 };
 
 class NcclProcessGroup final : public ProcessGroup {
@@ -143,9 +158,13 @@ class NcclProcessGroup final : public ProcessGroup {
     const std::string what = c.kind == Kind::Send   ? str_cat("send to rank ", c.peer)
                              : c.kind == Kind::Recv ? str_cat("recv from rank ", c.peer)
                                                     : str_cat(kind_name(c.kind), " (sequence number ", c.seq, ")");
-    auto work = std::make_shared<NcclWork>(this, what, c.kind == Kind::Barrier);
     // Order after the compute queued so far (Note [NCCL streams]).
     const cuda::Stream compute = cuda::current_stream(device_);
+    const bool captured = cuda::stream_is_captured(static_cast<cudaStream_t>(compute.handle()));
+    TS_CHECK(!(captured && c.kind == Kind::Barrier), distributed::DistributedError,
+             what, ": a barrier blocks the host until every rank arrives, so it cannot be captured into a CUDA graph "
+             "(call it before capture_begin or after capture_end)");
+    auto work = std::make_shared<NcclWork>(this, what, c.kind == Kind::Barrier, captured);
     cuda::Event ready;
     ready.record(compute);
     ready.wait(comm_stream_);
@@ -197,7 +216,7 @@ class NcclProcessGroup final : public ProcessGroup {
       work->tensors.push_back(*t);
     }
     work->end.record(comm_stream_);
-    {
+    if (!captured) {  // a captured collective completes with each replay (Note [NCCL under CUDA graph capture])
       std::lock_guard<std::mutex> lock(mutex_);
       in_flight_.push_back(work);
     }
@@ -212,6 +231,10 @@ class NcclProcessGroup final : public ProcessGroup {
  private:
   void watch() {
     cudaSetDevice(device_);
+    // This thread's queries must not invalidate another thread's global-mode capture (Note [NCCL under
+    // CUDA graph capture]); the mode is per thread and this thread makes no other CUDA call.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -260,12 +283,28 @@ class NcclProcessGroup final : public ProcessGroup {
   std::thread watchdog_;
 };
 
-bool NcclWork::is_completed() { return group_->is_aborted() || end.query(); }
-bool NcclWork::is_success() { return !group_->is_aborted() && end.query(); }
+void NcclWork::check_not_captured(const char* op) const {
+  TS_CHECK(!captured_, ValueError, op, ": ", what_, " was captured into a CUDA graph; it runs, and completes, with "
+           "each replay of the graph, which this work does not track (wait() orders the current stream after it)");
+}
+
+bool NcclWork::is_completed() {
+  check_not_captured("Work.is_completed");
+  return group_->is_aborted() || end.query();
+}
+
+bool NcclWork::is_success() {
+  check_not_captured("Work.is_success");
+  return !group_->is_aborted() && end.query();
+}
 
 void NcclWork::wait() {
   group_->raise_if_aborted(what_);
-  end.wait(cuda::current_stream(group_->device().index()));
+  const cuda::Stream current = cuda::current_stream(group_->device().index());
+  TS_CHECK(!captured_ || cuda::stream_is_captured(static_cast<cudaStream_t>(current.handle())), ValueError,
+           "Work.wait: ", what_, " was captured into a CUDA graph, so its end exists only inside that capture: wait "
+           "for it before capture_end, on a stream of the capture");
+  end.wait(current);
   if (host_blocking_) {
     while (!end.query()) {
       group_->raise_if_aborted(what_);
