@@ -55,6 +55,15 @@ void init_profiler(py::module_& m);
 void init_io(py::module_& m);
 void init_memory_tracker(py::module_& m);
 void init_compile(py::module_& m);
+// Installs the C slots of +, -, * and / on the Tensor class (fast_ops.cpp, Note [Per-op cost from Python]).
+void init_fast_ops(py::class_<Tensor>& cls);
+
+// Sets the Python error for a tessera::Error as the module's exception translator does, and rethrows
+// any other exception (errors.cpp).
+void translate_tessera_error(std::exception_ptr p);
+// Sets the Python error for any exception: tessera's by their class (Note [Error mapping]), the
+// standard ones as pybind11 maps them; for C slots that bypass pybind11's dispatch.
+void set_python_error(std::exception_ptr p);
 
 // ---- argument conventions -----------------------------------------------------------------------
 // Sizes given as f(2, 3), f((2, 3)), f([2, 3]) or f(tessera.Size([2, 3])); `op` names the caller in errors.

@@ -33,42 +33,64 @@ PyObject* make_class(py::module_& m, const char* name, PyObject* base) {
   return cls;
 }
 
+struct ErrorClasses {
+  PyObject *index, *value, *dtype, *shape, *device, *oom, *not_impl, *io;
+};
+ErrorClasses g_classes{};
+
 }  // namespace
 
 void init_errors(py::module_& m) {
-  static PyObject* index_error = make_class(m, "IndexError", PyExc_IndexError);
-  static PyObject* value_error = make_class(m, "ValueError", PyExc_ValueError);
-  static PyObject* dtype_error = make_class(m, "DTypeError", PyExc_TypeError);
-  static PyObject* shape_error = make_class(m, "ShapeError", PyExc_RuntimeError);
-  static PyObject* device_error = make_class(m, "DeviceError", PyExc_RuntimeError);
-  static PyObject* oom_error = make_class(m, "OutOfMemoryError", PyExc_RuntimeError);
-  static PyObject* not_impl_error = make_class(m, "NotImplementedError", PyExc_NotImplementedError);
-  static PyObject* io_error = make_class(m, "IOError", PyExc_OSError);
+  g_classes = {make_class(m, "IndexError", PyExc_IndexError), make_class(m, "ValueError", PyExc_ValueError),
+               make_class(m, "DTypeError", PyExc_TypeError), make_class(m, "ShapeError", PyExc_RuntimeError),
+               make_class(m, "DeviceError", PyExc_RuntimeError), make_class(m, "OutOfMemoryError", PyExc_RuntimeError),
+               make_class(m, "NotImplementedError", PyExc_NotImplementedError), make_class(m, "IOError", PyExc_OSError)};
   // Module-local (Note [Local exception translator]): tried first for tessera's own functions, and
   // never for another module's, torch's included, with which pybind11 may share its internals.
-  py::register_local_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const IndexError& e) {
-      PyErr_SetString(index_error, e.what());
-    } catch (const ValueError& e) {
-      PyErr_SetString(value_error, e.what());
-    } catch (const DTypeError& e) {
-      PyErr_SetString(dtype_error, e.what());
-    } catch (const ShapeError& e) {
-      PyErr_SetString(shape_error, e.what());
-    } catch (const DeviceError& e) {
-      PyErr_SetString(device_error, e.what());
-    } catch (const OutOfMemoryError& e) {
-      PyErr_SetString(oom_error, e.what());
-    } catch (const NotImplementedError& e) {
-      PyErr_SetString(not_impl_error, e.what());
-    } catch (const IOError& e) {
-      PyErr_SetString(io_error, e.what());
-    } catch (const Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    }
-  });
+  py::register_local_exception_translator([](std::exception_ptr p) { translate_tessera_error(p); });
+}
+
+void set_python_error(std::exception_ptr p) {
+  try {
+    translate_tessera_error(p);
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::out_of_range& e) {  // pybind11's mapping of the standard exceptions
+    PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const std::invalid_argument& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "Caught an unknown exception!");
+  }
+}
+
+void translate_tessera_error(std::exception_ptr p) {
+  const ErrorClasses& c = g_classes;
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const IndexError& e) {
+    PyErr_SetString(c.index, e.what());
+  } catch (const ValueError& e) {
+    PyErr_SetString(c.value, e.what());
+  } catch (const DTypeError& e) {
+    PyErr_SetString(c.dtype, e.what());
+  } catch (const ShapeError& e) {
+    PyErr_SetString(c.shape, e.what());
+  } catch (const DeviceError& e) {
+    PyErr_SetString(c.device, e.what());
+  } catch (const OutOfMemoryError& e) {
+    PyErr_SetString(c.oom, e.what());
+  } catch (const NotImplementedError& e) {
+    PyErr_SetString(c.not_impl, e.what());
+  } catch (const IOError& e) {
+    PyErr_SetString(c.io, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
 }
 
 }  // namespace tessera::python

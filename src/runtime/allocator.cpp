@@ -6,6 +6,16 @@
 // than an elementwise kernel over it; training loops allocate the same sizes every step, so reuse
 // removes that cost. The cache holds at most TESSERA_CPU_CACHE_MB (default 1024) MiB;
 // TESSERA_CPU_CACHE_MB=0 disables it. Sizes round up to 1/8 steps between powers of two.
+//
+// Note [CPU small-block cache]: blocks under 1 MiB are kept per thread, by size class (1/4 steps
+// between powers of two, from 256 bytes), at most 16 of a class and 16 MiB in all per thread; a freed
+// block goes to the freeing thread's cache, or to the C library when that is full. A small op from
+// Python allocates and frees one such block per call, and glibc's aligned allocation of a few KiB
+// takes its slow path there (the large-request path, which consolidates the fast bins first): about a
+// tenth of a 1024-element add's per-op cost on the Xeon of bench/NOTES.md ("The per-op path from
+// Python"), against a few nanoseconds for a hit here. Blocks carry their class in a 64-byte header, as
+// the large ones do. TESSERA_CPU_CACHE_MB=0 disables this cache too, and so does AddressSanitizer (a
+// reused block would hide a use after free).
 #include "runtime/allocator.h"
 
 #include <sys/mman.h>
@@ -14,6 +24,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <new>
 #include <string>
 
@@ -81,11 +92,93 @@ struct BlockHeader {
 };
 static_assert(sizeof(BlockHeader) == 64);
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSmallCacheBuilt = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSmallCacheBuilt = false;
+#else
+constexpr bool kSmallCacheBuilt = true;
+#endif
+#else
+constexpr bool kSmallCacheBuilt = true;
+#endif
+
+// Note [CPU small-block cache]. Class 4*(k-8)+q holds blocks of 2^k * (1 + q/4) bytes (q < 4), the
+// smallest 256: every size a multiple of 64, as aligned_alloc asks.
+class SmallCache {
+ public:
+  static constexpr int kPerClass = 16;
+  static constexpr size_t kMaxBytes = size_t(16) << 20;
+  static constexpr int kClasses = 4 * (20 - 8) + 1;  // up to 2^20 bytes
+
+  // The class of a block of `n` bytes (header included, n <= 2^20) and its size.
+  static std::pair<int, size_t> classify(size_t n) {
+    if (n <= 256) return {0, 256};
+    const int k = 63 - __builtin_clzll(n - 1);  // 2^k < n <= 2^(k+1)
+    const size_t step = (size_t(1) << k) / 4;
+    const size_t q = (n - (size_t(1) << k) + step - 1) / step;  // 1..4
+    if (q == 4) return {4 * (k + 1 - 8), size_t(1) << (k + 1)};
+    return {4 * (k - 8) + static_cast<int>(q), (size_t(1) << k) + q * step};
+  }
+
+  void* take(int c) {
+    Bin& b = bins_[c];
+    if (b.count == 0) return nullptr;
+    void* p = b.blocks[--b.count];
+    bytes_ -= static_cast<BlockHeader*>(p)->cls;
+    return p;
+  }
+  bool put(void* base) {
+    const size_t size = static_cast<BlockHeader*>(base)->cls;
+    Bin& b = bins_[classify(size).first];
+    if (b.count == kPerClass || bytes_ + size > kMaxBytes) return false;
+    b.blocks[b.count++] = base;
+    bytes_ += size;
+    return true;
+  }
+  ~SmallCache() {
+    for (Bin& b : bins_)
+      for (int i = 0; i < b.count; ++i) std::free(b.blocks[i]);
+  }
+
+ private:
+  struct Bin {
+    int count = 0;
+    void* blocks[kPerClass];
+  };
+  std::array<Bin, kClasses> bins_{};
+  size_t bytes_ = 0;
+};
+
+// This thread's cache; nullptr once the thread's exit has destroyed it (frees then go to the C library).
+thread_local bool t_small_cache_gone = false;
+struct SmallCacheOwner {
+  SmallCache cache;
+  ~SmallCacheOwner() { t_small_cache_gone = true; }  // before `cache` frees its blocks
+};
+SmallCache* small_cache() {
+  if (t_small_cache_gone) [[unlikely]] return nullptr;
+  thread_local SmallCacheOwner owner;
+  return &owner.cache;
+}
+
+bool small_cache_on() {
+  static const bool on = kSmallCacheBuilt && cache_limit() > 0;
+  return on;
+}
+
 // Frees are reported with the size unknown (0): small blocks do not remember theirs; the profiler keeps
 // the sizes of the allocations it saw.
 void free_cpu(void* p) {
   report_memory({p, 0, kCPU, -1, -1});
   std::free(p);
+}
+
+void free_small(void* base) {
+  report_memory({static_cast<char*>(base) + sizeof(BlockHeader), 0, kCPU, -1, -1});
+  SmallCache* c = small_cache();
+  if (!c || !c->put(base)) std::free(base);
 }
 
 void free_cached(void* base) {
@@ -106,6 +199,17 @@ class CpuAllocator final : public Allocator {
   static DataPtr allocate_block(size_t nbytes) {
     if (nbytes == 0) return DataPtr();
     TS_CHECK(nbytes < (size_t(1) << 62), OutOfMemoryError, "cpu allocator: request of ", nbytes, " bytes is too large");
+    if (nbytes + sizeof(BlockHeader) < kCacheMin && small_cache_on()) {
+      const auto [cls, size] = SmallCache::classify(nbytes + sizeof(BlockHeader));
+      SmallCache* c = small_cache();
+      void* base = c ? c->take(cls) : nullptr;
+      if (!base) {
+        base = std::aligned_alloc(64, size);
+        TS_CHECK(base != nullptr, OutOfMemoryError, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+        static_cast<BlockHeader*>(base)->cls = size;
+      }
+      return DataPtr(static_cast<char*>(base) + sizeof(BlockHeader), base, &free_small);
+    }
     if (nbytes < kCacheMin || BlockCache::get().limit() == 0) {
       void* p = std::aligned_alloc(64, size_class(nbytes));
       TS_CHECK(p != nullptr, OutOfMemoryError, "cpu allocator: out of memory allocating ", nbytes, " bytes");

@@ -16,8 +16,24 @@ ElementwiseIter::ElementwiseIter(const Tensor& out, std::initializer_list<const 
   TS_CHECK(nd <= kMaxDims, ShapeError, "elementwise: tensors of more than ", kMaxDims, " dims are not supported (got ", nd, ")");
   numel_ = out.numel();
 
+  // The common case first: every operand contiguous with the output's shape is one dense dim.
+  bool dense = out.is_contiguous();
+  for (const Tensor* t : inputs) dense = dense && t->sizes() == shape && t->is_contiguous();
+  if (dense) {
+    int k = 0;
+    data_[k] = static_cast<char*>(out.impl()->data());
+    strides_[k++][0] = static_cast<int64_t>(element_size(out.dtype()));
+    for (const Tensor* t : inputs) {
+      data_[k] = static_cast<char*>(t->impl()->data());
+      strides_[k++][0] = static_cast<int64_t>(element_size(t->dtype()));
+    }
+    shape_[0] = numel_;
+    ndim_ = numel_ > 1 ? 1 : 0;  // as below: size-1 dims are dropped, and an empty space has none
+    return;
+  }
+
   // Byte strides per operand, aligned to the output's dims (outermost first); 0 where broadcast.
-  std::array<std::array<int64_t, kMaxDims>, kMaxOperands> st{};
+  std::array<std::array<int64_t, kMaxDims>, kMaxOperands> st;  // [t][d] for t < ntensors_, d < nd: all set below
   std::array<const Tensor*, kMaxOperands> ops{};
   ops[0] = &out;
   int k = 1;

@@ -66,7 +66,8 @@ class ElementwiseIter {
   template <class Loop>
   void run_range(int64_t begin, int64_t end, Loop& loop) const {
     std::array<char*, kMaxOperands> ptrs;
-    std::array<int64_t, kMaxDims> idx{};
+    std::array<int64_t, kMaxDims> idx;  // [0, ndim_) set below; idx[0] read even when ndim_ is 0
+    idx[0] = 0;
     std::array<int64_t, kMaxOperands> inner{};
     int64_t rest = begin;
     for (int t = 0; t < ntensors_; ++t) {
@@ -102,8 +103,10 @@ class ElementwiseIter {
   int ndim_ = 0;
   int64_t numel_ = 0;
   std::array<char*, kMaxOperands> data_{};
-  std::array<int64_t, kMaxDims> shape_{};
-  std::array<std::array<int64_t, kMaxDims>, kMaxOperands> strides_{};
+  // Only dims [0, ndim_) are written and read (no zeroing: the construction of a small op's iterator
+  // is on the per-op path, Note [Per-op cost from Python] in python/src/fast_ops.cpp).
+  std::array<int64_t, kMaxDims> shape_;
+  std::array<std::array<int64_t, kMaxDims>, kMaxOperands> strides_;
 };
 
 }  // namespace tessera
