@@ -104,7 +104,7 @@ class ElementwiseIter {
   int64_t numel_ = 0;
   std::array<char*, kMaxOperands> data_{};
   // Only dims [0, ndim_) are written and read (no zeroing: the construction of a small op's iterator
-  // is on the per-op path, Note [Per-op cost from Python] in python/src/fast_ops.cpp).
+  // is on the per-op path: bench/NOTES.md, "The per-op path from Python").
   std::array<int64_t, kMaxDims> shape_;
   std::array<std::array<int64_t, kMaxDims>, kMaxOperands> strides_;
 };
