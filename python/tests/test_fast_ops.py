@@ -109,3 +109,17 @@ def test_autograd_through_the_slots():
     xs, ys = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(x.grad.tolist(), (2 * xs + ys) / 3, rtol=1e-6)
     np.testing.assert_allclose(y.grad.tolist(), (xs + 2.0 / ys ** 2) / 3, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_slots_on_the_gpu_equal_the_bound_methods():
+    a = ts.randn(64, 33, device="cuda")
+    b = ts.randn(33, device="cuda")
+    for name, (fn, _, _) in OPS.items():
+        for x, y in [(a, a), (a, b), (a, 3), (2.5, a), (ts.arange(5, device="cuda"), 2)]:
+            assert bits(fn(x, y).cpu()) == bits(bound(name, x, y).cpu()), (name, type(x), type(y))
+    with pytest.raises(RuntimeError) as slot:
+        a + ts.ones(33)
+    with pytest.raises(RuntimeError) as meth:
+        ts.Tensor.__add__(a, ts.ones(33))
+    assert type(slot.value) is type(meth.value) and str(slot.value) == str(meth.value)
