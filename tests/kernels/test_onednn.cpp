@@ -42,7 +42,8 @@ const std::vector<ConvCase>& conv_cases() {
       {2, 5, 17, 11, 7, 3, 5, 2, 1, 1, 1, false, false},   // odd channels, non-square kernel, stride 2
       {2, 6, 12, 12, 6, 3, 3, 2, 0, 1, 1, true, false},    // trailing row and column no window reaches
       {2, 8, 15, 15, 12, 3, 3, 1, 2, 2, 1, true, false},   // dilation 2
-      {3, 32, 7, 7, 16, 1, 1, 1, 0, 1, 1, false, false},   // 1x1
+      {3, 32, 7, 7, 16, 1, 1, 1, 0, 1, 1, false, false},   // 1x1: float32 native, bfloat16 oneDNN (the rule)
+      {2, 16, 9, 9, 8, 1, 1, 2, 0, 1, 1, true, true},      // 1x1 stride 2, channels-last: oneDNN in both
       {2, 8, 10, 9, 12, 3, 3, 1, 1, 1, 4, true, false},    // groups: float32 native, bfloat16 oneDNN (the rule)
       {2, 8, 9, 9, 8, 3, 3, 1, 1, 1, 8, false, true},      // depthwise, channels-last: likewise
       {2, 16, 11, 13, 24, 3, 3, 1, 1, 1, 1, true, true},   // channels-last
@@ -56,6 +57,7 @@ bool onednn_expected(const ConvCase& k, ts::DType dt, bool everywhere) {
   if (dt != ts::kFloat32 && dt != ts::kBFloat16) return false;
   if (everywhere) return true;
   if (dt == ts::kBFloat16 && k.groups > 1) return true;  // grouped and depthwise bfloat16
+  if (dt == ts::kFloat32 && k.groups == 1 && k.kh == 1 && k.kw == 1 && k.stride == 1 && k.pad == 0) return false;
   return k.c / k.groups >= 4;
 }
 

@@ -36,6 +36,12 @@ bool takes(const ConvGeometry& g, DType dt) {
   // bfloat16 grouped and depthwise convolutions: oneDNN whatever the channels per group (2.95x on a
   // depthwise 3x3 of 64 channels at 56x56, 2.61-4.19; float32 the same class is parity, 0.79-1.48).
   if (dt == kBFloat16 && g.groups > 1) return true;
+  // float32 pointwise (1x1, stride 1, unpadded, ungrouped): native. onednn-choice.json at a5b19e1 has
+  // oneDNN at 0.767x forward (0.377-1.13) and 0.883x forward and backward (0.761-0.954) on 8x128x28x28;
+  // the native kernel runs it as one GEMM per image, with no reorder on the way in or out.
+  if (dt == kFloat32 && g.groups == 1 && g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+      g.pad_h == 0 && g.pad_w == 0)
+    return false;
   return g.in_channels / g.groups >= kMinChannelsPerGroup;
 }
 

@@ -16,8 +16,11 @@
 //  - convolution, forward and both backward passes, float32 and bfloat16: oneDNN (its direct JIT
 //    kernels on blocked layouts, operands reordered on the way in and out) when there are at least 4
 //    input channels per group. float32: 2.2x on the Fashion-MNIST CNN's second layer, 2.3x on a 3x3 of
-//    64 channels at 56x56 (2.7 to 3.1x channels-last), 1.3 to 1.4x on 1x1, 1.75x strided, 1.8 to 2.2x
-//    depthwise, 3x with 4 groups; bfloat16 2.5 to 6x. With fewer input channels (an image's first
+//    64 channels at 56x56 (2.7 to 3.1x channels-last), 1.75x strided, 1.8 to 2.2x depthwise, 3x with 4
+//    groups; bfloat16 2.5 to 6x. float32 pointwise convolutions (1x1, stride 1, unpadded, ungrouped)
+//    stay native: oneDNN was 0.77x forward and 0.88x forward and backward on 128 channels at 28x28
+//    (onednn-choice.json at a5b19e1; the 1.3 to 1.4x of an earlier measurement did not hold there).
+//    With fewer input channels (an image's first
 //    layer: 0.56 to 0.65x in float32) the native im2col kernel stays, except that bfloat16 grouped
 //    and depthwise convolutions always take oneDNN (depthwise 3x3, 64 channels at 56x56: 2.95x,
 //    2.61-4.19; in float32 that class is parity, 1.06x, 0.79-1.48, and stays native).
