@@ -39,6 +39,12 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output_of_node) : version_(t.d
       NoGradGuard no_grad;
       packed_ = hooks->pack(t);
     }
+    // An output packed as itself would hold its own grad_fn, which holds this: a cycle that nothing
+    // frees once the graph is dropped without a backward, or when a backward stops at an error (C++ has
+    // no collector to find it, as Python's finds PyTorch's). Keep an alias without history instead: the
+    // same storage and version, and unpack gives the history back from grad_fn_ as for any output.
+    if (is_output_)
+      if (const Tensor* p = std::any_cast<Tensor>(&packed_); p && p->is_same(t)) packed_ = alias_without_history(t);
     TS_CHECK(t.version() == before, ValueError, "A saved tensor pack hook is modifying its input in place. Tensors "
              "provided as input to pack hook can not be modified by in-place operations as this can lead to "
              "unexpected side-effects. Please open an issue if you need to perform in-place operations on the input "
