@@ -277,3 +277,38 @@ TEST(SavedTensorHooks, AttributeTensorsArePackedToo) {
   EXPECT_TRUE(ts::allclose(a.grad(), a2.grad(), 1e-14, 1e-14));
   EXPECT_TRUE(ts::equal(b.grad(), b2.grad()));
 }
+
+namespace {
+// An output packed as itself (exp saves its result) must not keep its own graph alive: dropped without
+// a backward, or after a backward that stopped at an error, the output and its node are freed
+// (Note [Saved tensor hooks] in src/autograd/saved_tensor.cpp; C++ has no collector for a cycle).
+TEST(SavedTensorHooks, AnOutputPackedAsItselfDoesNotKeepItsGraphAlive) {
+  std::weak_ptr<ts::TensorImpl> out;
+  {
+    graph::saved_tensors_hooks hooks(identity_pack(), identity_unpack());
+    ts::Tensor y = a0().exp();
+    out = y.impl_ptr();
+  }
+  EXPECT_TRUE(out.expired()) << "the graph was dropped without a backward";
+  {
+    ts::Tensor y, z;
+    {
+      graph::saved_tensors_hooks hooks(identity_pack(), [](const std::any&) { return ts::Tensor(); });
+      y = a0().exp();
+      z = y.sum();
+    }
+    out = y.impl_ptr();
+    EXPECT_THROW(z.backward(), ts::ValueError);
+  }
+  EXPECT_TRUE(out.expired()) << "the backward stopped at the unpack hook's error";
+  // And the graph still differentiates through the packed output, as before.
+  ts::Tensor a = a0();
+  ts::Tensor w;
+  {
+    graph::saved_tensors_hooks hooks(identity_pack(), identity_unpack());
+    w = a.exp().sum();
+  }
+  w.backward();
+  EXPECT_TRUE(ts::allclose(a.grad(), a.detach().exp()));
+}
+}  // namespace
