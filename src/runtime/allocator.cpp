@@ -24,9 +24,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <utility>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "runtime/memory_reporter.h"
 #include "tessera/error.h"
