@@ -63,8 +63,13 @@
 //     return loss.detach();
 //   }, {.mode = ts::CompileMode::ReduceOverhead});
 //
-// MaxAutotune acts as Default until autotuning lands; `dynamic = true` is accepted and warns that each
-// batch size is still a variant of its own.
+// `dynamic = true` makes the batch size (dim 0 of the first tensor argument) symbolic: the first two
+// batch sizes are captured, and when their graphs differ only in integers that are whole-number lines
+// in the batch size (reshape's sizes, shapes, strides), every later batch size of at least 2 runs
+// that graph instantiated at its size, without running the program or counting as a recompile (Note
+// [Symbolic batch] in src/compile/symbolic_batch.h). Sizes 0 and 1 are specialized; a graph that
+// depends on the batch size otherwise (a host-computed 1.0 / B) stays one variant per size, with a
+// warning naming the difference. MaxAutotune acts as Default until autotuning lands.
 #pragma once
 #include <functional>
 #include <memory>

@@ -41,6 +41,8 @@ py::dict stats_dict(const CompileStats& s) {
   d["eager_calls"] = s.eager_calls;
   d["variants"] = s.variants;
   d["joint_variants"] = s.joint_variants;
+  d["symbolic_variants"] = s.symbolic_variants;
+  d["batch_instances"] = s.batch_instances;
   d["kernels"] = s.kernels;
   d["fused_nodes"] = s.fused_nodes;
   d["launches"] = s.launches;

@@ -116,7 +116,12 @@ class OptimizedModule(CompiledFunction):
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=None, options=None, disable=False,
             recompile_limit=8):
-    """torch.compile: compile a function or a tessera.nn.Module; without `model`, a decorator."""
+    """torch.compile: compile a function or a tessera.nn.Module; without `model`, a decorator.
+
+    dynamic: None (the default) and True make the batch size symbolic once two batch sizes have been
+    captured, as torch.compile's automatic dynamic shapes do after a size changes (Note [Symbolic
+    batch]: the batch is dim 0 of the first tensor argument; other dimensions stay static); False
+    captures every batch size as a variant of its own."""
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
                                  disable=disable, recompile_limit=recompile_limit)
@@ -136,7 +141,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=
     if not callable(model):
         raise TypeError(f"compile: expected a callable or a tessera.nn.Module, got {type(model).__name__}")
     name = type(model).__name__ if is_module else getattr(model, "__name__", "function")
-    core = _compile.CompiledProgram(mode or "default", bool(dynamic), fullgraph, _BACKENDS[backend], recompile_limit,
+    core = _compile.CompiledProgram(mode or "default", dynamic is None or bool(dynamic), fullgraph, _BACKENDS[backend], recompile_limit,
                                     name, state)
     return OptimizedModule(model, core) if is_module else CompiledFunction(model, core)
 

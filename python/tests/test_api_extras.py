@@ -137,6 +137,22 @@ def test_compile_module_and_function():
     assert "variant" in ts.compile_explain(f, a, b, 0.5)
 
 
+def test_compile_batch_size_is_symbolic_after_two_captures():
+    # dynamic=None (torch.compile's automatic dynamic): two batch sizes captured, then one graph.
+    ts.manual_seed(0)
+    net = Net()
+    fast = ts.compile(net)
+    for b in (4, 6, 9, 13, 9):
+        x = ts.randn(b, 8)
+        assert ts.equal(fast(x), net(x)), b
+    s = fast.stats()
+    assert s["captures"] == 2 and s["symbolic_variants"] == 1 and s["batch_instances"] == 2, s
+    static = ts.compile(net, dynamic=False)
+    for b in (4, 6, 9):
+        static(ts.randn(b, 8))
+    assert static.stats()["captures"] == 3 and static.stats()["symbolic_variants"] == 0
+
+
 def test_compile_graph_break_and_errors():
     def g(x):
         if x.sum().item() > 0:  # a host read: a graph break

@@ -2,7 +2,9 @@
 // recompile limit and the warnings.
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -18,6 +20,7 @@
 #include "compile/partition.h"
 #include "compile/passes.h"
 #include "compile/recompute_rules.h"
+#include "compile/symbolic_batch.h"
 #include "compile/verify.h"
 #include "runtime/grad_mode.h"
 #include "tessera/autograd.h"
@@ -62,12 +65,33 @@ struct Variant {
   compiler::VerifyReport verified;
   // Note [Joint graph]: with a backward, the forward runs without autograd and one node runs this.
   std::shared_ptr<const compiler::BackwardProgram> backward;
+  bool joint = false;                  // the capture has a backward graph
+  compiler::Graph backward_graph;      // it, after the partition and before the codegen passes
+  std::vector<bool> grad_defined;
+  int64_t batch = -1;                  // the call's batch size (Note [Symbolic batch])
   int num_outputs = 0;                // the program's outputs (the forward graph returns the saved after)
   std::vector<int> diff_outputs, diff_inputs;
   std::string backward_note;          // why there is no backward graph, when there is none
   // Note [Min-cut partition]: the bytes the forward keeps for the backward, and eager's figure.
   int64_t saved_bytes = 0, eager_saved_bytes = 0;
   int recomputed_nodes = 0;
+};
+
+// Note [Symbolic batch] (compile/symbolic_batch.h): two variants whose calls differed only in their
+// batch size, made one; each batch size it answers gets an instance, planned from its graphs at that
+// size.
+struct SymbolicVariant {
+  compiler::Guards guards;
+  int from_a = 0, from_b = 0;  // the variants it was made from
+  int64_t batch_a = 0, batch_b = 0;
+  compiler::SymbolicGraph forward;
+  std::optional<compiler::SymbolicGraph> backward;
+  int num_outputs = 0;
+  std::vector<int> diff_outputs, diff_inputs;
+  std::vector<bool> grad_defined;
+  std::string backward_note;
+  std::map<int64_t, std::unique_ptr<Variant>> instances;
+  std::deque<int64_t> order;  // instances' batch sizes, oldest first
 };
 
 namespace {
@@ -119,12 +143,151 @@ struct CompiledProgramState {
   std::string name;
   CompiledProgram::StateFn state;
   std::mutex mu;
-  std::vector<Variant> variants;
+  std::deque<Variant> variants;  // a deque: `last` points into it
+  std::deque<SymbolicVariant> symbolic;
   CompileStats stats;
   bool over_limit = false;
-  int last_variant = -1;
+  bool warned_symbolic = false;
+  const Variant* last = nullptr;  // the variant or instance that answered the last call
   compiler::GraphedSteps graphed;  // mode ReduceOverhead
 };
+
+namespace {
+
+// A variant's execution plans from its graphs (after the partition); its backward program.
+void plan_variant(Variant& v) {
+  v.plan = compiler::plan_execution(v.graph);
+  v.inputs_require_grad = false;
+  for (const compiler::GraphInput& in : v.graph.inputs)
+    v.inputs_require_grad = v.inputs_require_grad || v.graph.values[in.value].meta.requires_grad;
+  v.backward = nullptr;
+  if (!v.joint) return;
+  auto b = std::make_shared<compiler::BackwardProgram>();
+  b->plan = compiler::plan_execution(v.backward_graph);
+  b->graph = v.backward_graph;
+  b->grad_defined = v.grad_defined;
+  v.backward = std::move(b);
+}
+
+// Backend codegen: the fused plans of a planned variant. Outside the verification's fallback: a
+// kernel that fails to build raises (with the compiler's log and the source's path), as a failing
+// backend does in PyTorch.
+void generate_kernels(Variant& v, CompiledProgramState& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const compiler::KernelCacheStats cache0 = compiler::kernel_cache_stats();
+  v.fused_graph = v.graph;
+  compiler::run_codegen_passes(v.fused_graph, v.num_outputs);
+  const compiler::FusionPlan f = compiler::plan_fusion(v.fused_graph);
+  v.fused = compiler::plan_execution(v.fused_graph, &f, s.name + "-forward", &v.graph);
+  s.stats.kernels += static_cast<int>(f.groups.size());
+  s.stats.fused_nodes += v.fused->fused_nodes;
+  if (v.backward) {  // a backward runs without autograd recording (create_graph is refused)
+    auto b = std::make_shared<compiler::BackwardProgram>(*v.backward);
+    compiler::run_codegen_passes(b->graph);
+    const compiler::FusionPlan fb = compiler::plan_fusion(b->graph);
+    b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward", &v.backward->graph);
+    s.stats.kernels += static_cast<int>(fb.groups.size());
+    s.stats.fused_nodes += b->plan.fused_nodes;
+    v.backward = std::move(b);
+  }
+  s.stats.launches = v.fused->launches + (v.backward ? v.backward->plan.launches : 0);
+  const compiler::KernelCacheStats cache1 = compiler::kernel_cache_stats();
+  s.stats.builds += static_cast<int>(cache1.compiled - cache0.compiled);
+  s.stats.cache_hits +=
+      static_cast<int>(cache1.disk_hits - cache0.disk_hits + cache1.memory_hits - cache0.memory_hits);
+  s.stats.codegen_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Note [Symbolic batch]: the new variant `k` with each earlier one whose call differed only in its
+// batch size. Warns once when the guards agree but the graphs do not.
+void try_unify(CompiledProgramState& s, int k) {
+  const Variant& v = s.variants[k];
+  if (v.eager || v.batch < 2) return;
+  for (int i = 0; i < k; ++i) {
+    const Variant& u = s.variants[i];
+    if (u.eager || u.batch < 2 || u.batch == v.batch) continue;
+    std::string why;
+    std::optional<compiler::Guards> g = compiler::Guards::unify_batch(u.guards, u.batch, v.guards, v.batch, &why);
+    if (!g) continue;  // the calls differ in more than the batch size: not one function of it
+    std::optional<compiler::SymbolicGraph> fwd, bwd;
+    if (u.joint != v.joint || u.num_outputs != v.num_outputs || u.diff_outputs != v.diff_outputs ||
+        u.diff_inputs != v.diff_inputs || u.grad_defined != v.grad_defined) {
+      why = "one capture has a backward graph the other lacks, or their differentiable outputs differ";
+    } else if (!(fwd = compiler::unify_graphs(u.graph, u.batch, v.graph, v.batch, &why))) {
+      why = "the forward graphs: " + why;
+    } else if (u.joint && !(bwd = compiler::unify_graphs(u.backward_graph, u.batch, v.backward_graph, v.batch, &why))) {
+      why = "the backward graphs: " + why;
+    } else {
+      SymbolicVariant sv{std::move(*g)};
+      sv.from_a = i;
+      sv.from_b = k;
+      sv.batch_a = u.batch;
+      sv.batch_b = v.batch;
+      sv.forward = std::move(*fwd);
+      sv.backward = std::move(bwd);
+      sv.num_outputs = v.num_outputs;
+      sv.diff_outputs = v.diff_outputs;
+      sv.diff_inputs = v.diff_inputs;
+      sv.grad_defined = v.grad_defined;
+      sv.backward_note = v.backward_note;
+      s.symbolic.push_back(std::move(sv));
+      s.stats.symbolic_variants = static_cast<int>(s.symbolic.size());
+      return;
+    }
+    if (!s.warned_symbolic) {
+      s.warned_symbolic = true;
+      warn("compile(" + s.name + ", dynamic=true): the captures at batch sizes " + std::to_string(u.batch) + " and " +
+           std::to_string(v.batch) + " differ in more than the batch size (" + why +
+           "); each batch size stays a variant of its own");
+    }
+  }
+}
+
+// The instance of `sv` at batch size `batch`, planned on first use; null (with a warning) when its
+// graphs at that size fail verification or planning, and that call is captured instead.
+Variant* instance_at(CompiledProgramState& s, SymbolicVariant& sv, int64_t batch) {
+  auto it = sv.instances.find(batch);
+  if (it != sv.instances.end()) return it->second.get();
+  auto inst = std::make_unique<Variant>(Variant{sv.guards});
+  Variant& v = *inst;
+  v.batch = batch;
+  v.num_outputs = sv.num_outputs;
+  v.diff_outputs = sv.diff_outputs;
+  v.diff_inputs = sv.diff_inputs;
+  v.grad_defined = sv.grad_defined;
+  v.backward_note = sv.backward_note;
+  v.joint = sv.backward.has_value();
+  try {
+    v.graph = sv.forward.at(batch);
+    v.verified = compiler::verify_graph(v.graph);
+    if (v.joint) {
+      v.backward_graph = sv.backward->at(batch);
+      compiler::verify_graph(v.backward_graph);
+      const std::vector<int> saved(v.graph.outputs.begin() + v.num_outputs, v.graph.outputs.end());
+      v.saved_bytes = compiler::saved_storage_bytes(v.graph, saved);
+    }
+    plan_variant(v);
+  } catch (const Error& e) {
+    warn("compile(" + s.name + ", dynamic=true): the symbolic graph of batch sizes " + std::to_string(sv.batch_a) +
+         " and " + std::to_string(sv.batch_b) + " does not hold at batch size " + std::to_string(batch) + " (" +
+         e.what() + "); this call is captured");
+    return nullptr;
+  }
+  s.stats.eager_launches = v.plan.launches + (v.backward ? v.backward->plan.launches : 0);
+  s.stats.launches = s.stats.eager_launches;
+  if (s.options.backend == "codegen") generate_kernels(v, s);
+  if (static_cast<int>(sv.instances.size()) >= compiler::kMaxBatchInstances) {
+    auto old = sv.instances.find(sv.order.front());
+    if (s.last == old->second.get()) s.last = nullptr;
+    sv.instances.erase(old);
+    sv.order.pop_front();
+  }
+  ++s.stats.batch_instances;
+  sv.order.push_back(batch);
+  return sv.instances.emplace(batch, std::move(inst)).first->second.get();
+}
+
+}  // namespace
 
 CompiledProgram::CompiledProgram(CompileOptions options, std::string name, StateFn state)
     : s_(std::make_shared<CompiledProgramState>()) {
@@ -132,9 +295,6 @@ CompiledProgram::CompiledProgram(CompileOptions options, std::string name, State
            options.backend, "' (this build has: eager, codegen)");
   TS_CHECK(options.recompile_limit >= 1, ValueError, "compile: recompile_limit must be at least 1, got ",
            options.recompile_limit);
-  if (options.dynamic)
-    warn("compile(" + name + ", dynamic=true): symbolic batch sizes are not implemented yet; each batch size is "
-         "captured as a variant of its own");
   s_->options = std::move(options);
   s_->name = std::move(name);
   s_->state = std::move(state);
@@ -164,12 +324,23 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
   call.args = args;
   call.scalars = scalars;
   if (s.state) s.state(call.params, call.training);
-  s.last_variant = -1;
+  s.last = nullptr;
   if (s.over_limit) {
     ++s.stats.eager_calls;
     lock.unlock();
     return program();
   }
+  auto run_graph = [&](const Variant& v, const compiler::CallState& c) {
+    ++s.stats.graph_calls;
+    s.last = &v;
+    int skipped = 0;
+    std::vector<Tensor> out = run_variant(v, c, s.options.mode == CompileMode::ReduceOverhead ? nullptr : &skipped);
+    if (skipped > 0) {
+      ++s.stats.parameter_cache_hits;
+      s.stats.parameter_steps = skipped;
+    }
+    return out;
+  };
   std::optional<std::string> last_failure;
   for (size_t i = 0; i < s.variants.size(); ++i) {
     std::optional<std::string> failed = s.variants[i].guards.check(call);
@@ -183,15 +354,12 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
       lock.unlock();
       return program();
     }
-    ++s.stats.graph_calls;
-    s.last_variant = static_cast<int>(i);
-    int skipped = 0;
-    std::vector<Tensor> out = run_variant(v, call, s.options.mode == CompileMode::ReduceOverhead ? nullptr : &skipped);
-    if (skipped > 0) {
-      ++s.stats.parameter_cache_hits;
-      s.stats.parameter_steps = skipped;
-    }
-    return out;
+    return run_graph(v, call);
+  }
+  // Note [Symbolic batch]: a symbolic variant answers any batch size its lines predict.
+  for (SymbolicVariant& sv : s.symbolic) {
+    if (sv.guards.check(call)) continue;
+    if (Variant* inst = instance_at(s, sv, compiler::batch_size_of(call.args))) return run_graph(*inst, call);
   }
   if (last_failure) s.stats.recompile_reasons.push_back(*last_failure);
   if (static_cast<int>(s.variants.size()) >= s.options.recompile_limit) {
@@ -203,15 +371,13 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
     return program();
   }
   Variant v{compiler::Guards::of(call)};
+  v.batch = compiler::batch_size_of(call.args);
   compiler::CaptureResult r = compiler::capture_program(call.args, call.params, program, /*derive_backward=*/true);
   ++s.stats.captures;
   if (r.complete) {
     try {
       v.verified = compiler::verify_graph(r.graph);
       v.graph = std::move(r.graph);
-      v.plan = compiler::plan_execution(v.graph);
-      for (const compiler::GraphInput& in : v.graph.inputs)
-        v.inputs_require_grad = v.inputs_require_grad || v.graph.values[in.value].meta.requires_grad;
       v.num_outputs = r.num_program_outputs;
       if (r.has_backward) {
         compiler::verify_graph(r.backward);
@@ -222,7 +388,6 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
           if (d.changed) {
             v.verified = compiler::verify_graph(v.graph);
             compiler::verify_graph(r.backward);
-            v.plan = compiler::plan_execution(v.graph);
           }
         } else {
           const std::vector<int> saved(v.graph.outputs.begin() + v.num_outputs, v.graph.outputs.end());
@@ -236,11 +401,9 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
         v.saved_bytes = d.saved_bytes;
         v.eager_saved_bytes = d.eager_saved_bytes;
         v.recomputed_nodes = s.stats.recomputed_nodes;
-        auto b = std::make_shared<compiler::BackwardProgram>();
-        b->plan = compiler::plan_execution(r.backward);
-        b->graph = std::move(r.backward);
-        b->grad_defined = r.grad_defined;
-        v.backward = std::move(b);
+        v.joint = true;
+        v.backward_graph = std::move(r.backward);
+        v.grad_defined = r.grad_defined;
         v.diff_outputs = r.diff_outputs;
         v.diff_inputs = r.diff_inputs;
         ++s.stats.joint_variants;
@@ -248,6 +411,7 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
         v.backward_note = r.backward_stop_reason;
         if (!v.backward_note.empty()) s.stats.no_backward_reasons.push_back(v.backward_note);
       }
+      plan_variant(v);
       s.stats.eager_launches = v.plan.launches + (v.backward ? v.backward->plan.launches : 0);
       s.stats.launches = s.stats.eager_launches;
     } catch (const Error& e) {
@@ -255,44 +419,18 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
       r.stop_reason = std::string("the captured graph failed verification: ") + e.what();
     }
   }
-  if (r.complete && s.options.backend == "codegen") {
-    // Outside the verification's fallback: a kernel that fails to build raises (with the compiler's
-    // log and the source's path), as a failing backend does in PyTorch.
-    const auto t0 = std::chrono::steady_clock::now();
-    const compiler::KernelCacheStats cache0 = compiler::kernel_cache_stats();
-    v.fused_graph = v.graph;
-    compiler::run_codegen_passes(v.fused_graph, v.num_outputs);
-    const compiler::FusionPlan f = compiler::plan_fusion(v.fused_graph);
-    v.fused = compiler::plan_execution(v.fused_graph, &f, s.name + "-forward", &v.graph);
-    s.stats.kernels += static_cast<int>(f.groups.size());
-    s.stats.fused_nodes += v.fused->fused_nodes;
-    if (v.backward) {  // a backward runs without autograd recording (create_graph is refused)
-      auto b = std::make_shared<compiler::BackwardProgram>(*v.backward);
-      compiler::run_codegen_passes(b->graph);
-      const compiler::FusionPlan fb = compiler::plan_fusion(b->graph);
-      b->plan = compiler::plan_execution(b->graph, &fb, s.name + "-backward", &v.backward->graph);
-      s.stats.kernels += static_cast<int>(fb.groups.size());
-      s.stats.fused_nodes += b->plan.fused_nodes;
-      v.backward = std::move(b);
-    }
-    s.stats.launches = v.fused->launches + (v.backward ? v.backward->plan.launches : 0);
-    const compiler::KernelCacheStats cache1 = compiler::kernel_cache_stats();
-    s.stats.builds += static_cast<int>(cache1.compiled - cache0.compiled);
-    s.stats.cache_hits +=
-        static_cast<int>(cache1.disk_hits - cache0.disk_hits + cache1.memory_hits - cache0.memory_hits);
-    s.stats.codegen_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  }
+  if (r.complete && s.options.backend == "codegen") generate_kernels(v, s);
   if (!r.complete) {
     if (s.options.fullgraph)
       TS_THROW(NotImplementedError, "compile(", s.name, ", fullgraph=true): ", r.stop_reason);
     v.eager = true;
     v.stop_reason = r.stop_reason;
     warn("compile(" + s.name + "): " + r.stop_reason + "; this variant runs eagerly");
-  } else {
-    s.last_variant = static_cast<int>(s.variants.size());
   }
   s.variants.push_back(std::move(v));
+  if (r.complete) s.last = &s.variants.back();
   s.stats.variants = static_cast<int>(s.variants.size());
+  if (s.options.dynamic) try_unify(s, static_cast<int>(s.variants.size()) - 1);
   return r.outputs;
 }
 
@@ -332,6 +470,15 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
       os << " no backward graph (autograd records the replayed forward): " << v.backward_note << "\n";
     }
   }
+  for (size_t i = 0; i < s.symbolic.size(); ++i) {
+    const SymbolicVariant& sv = s.symbolic[i];
+    os << "symbolic variant " << i << " (Note [Symbolic batch]): variants " << sv.from_a << " and " << sv.from_b
+       << " (batch sizes " << sv.batch_a << " and " << sv.batch_b << ") as one graph of the batch size B; "
+       << sv.forward.symbolic << " forward" << (sv.backward ? " and " + std::to_string(sv.backward->symbolic) + " backward" : "")
+       << " integers depend on B; instances at batch sizes";
+    for (int64_t b : sv.order) os << " " << b;
+    os << "\n guards:\n" << sv.guards.to_text() << " the forward's integers that depend on B:\n" << sv.forward.describe();
+  }
   return os.str();
 }
 
@@ -345,23 +492,23 @@ CompileStats CompiledProgram::stats() const {
 
 std::string CompiledProgram::last_graph() const {
   std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->last_variant < 0 ? std::string() : s_->variants[s_->last_variant].graph.to_text();
+  return s_->last ? s_->last->graph.to_text() : std::string();
 }
 
 void CompiledProgram::reset() {
   s_->graphed.reset();
   std::lock_guard<std::mutex> lock(s_->mu);
   s_->variants.clear();
+  s_->symbolic.clear();
   s_->stats = CompileStats{};
   s_->over_limit = false;
-  s_->last_variant = -1;
+  s_->warned_symbolic = false;
+  s_->last = nullptr;
 }
 
 std::string CompiledProgram::last_backward_graph() const {
   std::lock_guard<std::mutex> lock(s_->mu);
-  if (s_->last_variant < 0) return std::string();
-  const Variant& v = s_->variants[s_->last_variant];
-  return v.backward ? v.backward->graph.to_text() : std::string();
+  return s_->last && s_->last->backward ? s_->last->backward->graph.to_text() : std::string();
 }
 
 const CompileOptions& CompiledProgram::options() const { return s_->options; }

@@ -30,6 +30,27 @@ std::string meta_diff(const TensorMeta& want, const TensorMeta& got) {
   return os.str();
 }
 
+// A symbolic guard's metadata at batch size `batch`.
+TensorMeta meta_at(const TensorMeta& base, const std::vector<AffineInt>& lines, int64_t batch) {
+  TensorMeta m = base;
+  std::vector<int64_t> v(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) v[i] = lines[i].at(batch);
+  set_batch_ints(m, v);
+  return m;
+}
+
+// "[B,784]" or "[2*B+1,3]": a symbolic guard's sizes.
+std::string sizes_text(const TensorMeta& base, const std::vector<AffineInt>& lines) {
+  std::string s = "[";
+  for (size_t i = 0; i < base.sizes.size(); ++i) {
+    const AffineInt& a = lines[i];
+    std::string d = a.a == 0 ? std::to_string(a.b) : (a.a == 1 ? std::string() : std::to_string(a.a) + "*") + "B";
+    if (a.a != 0 && a.b) d += (a.b > 0 ? "+" : "-") + std::to_string(a.b > 0 ? a.b : -a.b);
+    s += (i ? "," : "") + d;
+  }
+  return s + "]";
+}
+
 }  // namespace
 
 Guards Guards::of(const CallState& call) {
@@ -56,17 +77,60 @@ Guards Guards::of(const CallState& call) {
   return g;
 }
 
+std::optional<Guards> Guards::unify_batch(const Guards& a, int64_t batch_a, const Guards& b, int64_t batch_b,
+                                          std::string* why) {
+  auto fail = [&](const std::string& m) -> std::optional<Guards> {
+    if (why) *why = m;
+    return std::nullopt;
+  };
+  if (a.symbolic() || b.symbolic()) return fail("one of the variants is symbolic already");
+  if (batch_a < 2 || batch_b < 2 || batch_a == batch_b) return fail("the batch sizes are not two different sizes of at least 2");
+  if (a.args_.size() != b.args_.size()) return fail("the calls pass different numbers of tensors");
+  Guards g = a;
+  g.arg_lines_.resize(a.args_.size());
+  for (size_t i = 0; i < a.args_.size(); ++i) {
+    const TensorGuard &x = a.args_[i], &y = b.args_[i];
+    if (x.defined != y.defined || x.alias_of != y.alias_of) return fail("argument " + std::to_string(i) + " differs in more than its sizes");
+    if (!x.defined) continue;
+    if (x.meta.dtype != y.meta.dtype || x.meta.device != y.meta.device || x.meta.requires_grad != y.meta.requires_grad ||
+        x.meta.sizes.size() != y.meta.sizes.size())
+      return fail("argument " + std::to_string(i) + " differs in dtype, device, requires_grad or rank");
+    const std::vector<int64_t> vx = batch_ints(x.meta), vy = batch_ints(y.meta);
+    for (size_t k = 0; k < vx.size(); ++k) {
+      std::optional<AffineInt> l = fit_affine(batch_a, vx[k], batch_b, vy[k]);
+      if (!l) return fail("argument " + std::to_string(i) + "'s sizes or strides are not whole-number lines in the batch size");
+      g.arg_lines_[i].push_back(*l);
+    }
+  }
+  // Everything but the arguments' metadata must be the same.
+  if (a.scalars_ != b.scalars_) return fail("the non-tensor arguments differ");
+  if (a.param_impls_ != b.param_impls_ || a.param_names_ != b.param_names_ || a.param_metas_ != b.param_metas_)
+    return fail("the module's parameters or buffers differ");
+  if (a.training_ != b.training_ || a.grad_enabled_ != b.grad_enabled_ || a.autocast_cpu_ != b.autocast_cpu_ ||
+      a.autocast_cuda_ != b.autocast_cuda_ || a.autocast_cpu_dtype_ != b.autocast_cpu_dtype_ ||
+      a.autocast_cuda_dtype_ != b.autocast_cuda_dtype_)
+    return fail("grad mode, autocast or the training mode differ");
+  return g;
+}
+
 std::optional<std::string> Guards::check(const CallState& call) const {
   if (call.args.size() != args_.size())
     return "the call passes " + std::to_string(call.args.size()) + " tensor arguments (captured with " +
            std::to_string(args_.size()) + ")";
+  const int64_t batch = symbolic() ? batch_size_of(call.args) : -1;
+  if (symbolic() && batch < 2)
+    return "batch size " + std::to_string(batch) + " (sizes 0 and 1 are specialized, not symbolic)";
   for (size_t i = 0; i < args_.size(); ++i) {
     const TensorGuard& want = args_[i];
     const Tensor& a = call.args[i];
     if (a.defined() != want.defined)
       return "argument " + std::to_string(i) + (a.defined() ? " is defined" : " is undefined") + " (captured otherwise)";
     if (!a.defined()) continue;
-    const std::string d = meta_diff(want.meta, TensorMeta::of(a));
+    if (symbolic() && a.dim() != static_cast<int64_t>(want.meta.sizes.size()))
+      return "argument " + std::to_string(i) + ": " + std::to_string(a.dim()) + " dims (captured with " +
+             std::to_string(want.meta.sizes.size()) + ")";
+    const std::string d =
+        meta_diff(symbolic() ? meta_at(want.meta, arg_lines_[i], batch) : want.meta, TensorMeta::of(a));
     if (!d.empty()) return "argument " + std::to_string(i) + ": " + d;
     if (alias_of(call.args, i) != want.alias_of)
       return "argument " + std::to_string(i) + " shares storage with argument " +
@@ -109,6 +173,7 @@ std::string Guards::to_text() const {
   std::ostringstream os;
   for (size_t i = 0; i < args_.size(); ++i) {
     os << "  argument " << i << ": " << (args_[i].defined ? to_string(args_[i].meta) : std::string("undefined"));
+    if (symbolic() && args_[i].defined) os << ", sizes " << sizes_text(args_[i].meta, arg_lines_[i]) << " for any batch size B >= 2";
     if (args_[i].alias_of >= 0) os << " (shares storage with argument " << args_[i].alias_of << ")";
     os << "\n";
   }

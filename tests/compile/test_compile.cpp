@@ -361,15 +361,6 @@ TEST(Compile, BadOptionsAreRefused) {
   EXPECT_THROW(ts::compile([](const ts::Tensor& x) { return x; }, o), ts::ValueError);
 }
 
-TEST(Compile, DynamicWarnsThatItIsNotImplementedYet) {
-  Warnings w;
-  ts::CompileOptions o;
-  o.dynamic = true;
-  auto f = ts::compile([](const ts::Tensor& x) { return x + 1; }, o);
-  ASSERT_EQ(w.seen.size(), 1u);
-  EXPECT_NE(w.seen[0].find("dynamic=true"), std::string::npos);
-}
-
 }  // namespace
 
 namespace {

@@ -17,6 +17,8 @@ enum class CompileMode { Default, ReduceOverhead, MaxAutotune };
 
 struct CompileOptions {
   CompileMode mode = CompileMode::Default;
+  // The batch size symbolic (Note [Symbolic batch] in src/compile/symbolic_batch.h): once two batch
+  // sizes are captured, every other batch size of at least 2 runs the graph without a capture.
   bool dynamic = false;
   bool fullgraph = false;
   // "eager": graphs run through the eager kernels. "codegen": fusion groups of pointwise ops run as
@@ -36,6 +38,10 @@ struct CompileStats {
   int eager_calls = 0;  // calls that ran the program eagerly (a break, an unsupported op, the limit)
   int variants = 0;
   int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
+  // dynamic = true (Note [Symbolic batch] in src/compile/symbolic_batch.h): pairs of variants made one
+  // graph of the batch size, and the instances made from them (one per batch size answered; not
+  // variants, no capture, not counted towards the recompile limit).
+  int symbolic_variants = 0, batch_instances = 0;
   int kernels = 0;      // generated kernels (backend codegen), forward and backward graphs together
   int fused_nodes = 0;  // graph nodes that run inside them
   // Backend codegen, over every capture: the builds a compiler ran (NVRTC on the GPU, one per kernel;
