@@ -11,7 +11,8 @@
 // batch of 8 with cross_entropy. Gradients accumulate into the parameters' .grad (no optimizer).
 //
 // Output: one JSON object per line: {"name": ..., "unit": "ms", "samples": [...], "nodes": N,
-// "eager_samples": [...]}. usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen]
+// "eager_samples": [...]}. The eager backend's dispatch-bound row: the pointwise chain below over 1024
+// floats (call pointwise-chain 1K forward). usage: bench_compile [--device cpu|cuda] [--rounds 5] [--gpt-seq 64] [--only-codegen] [--only-dispatch]
 // [--compile-time] [--profile]
 // Codegen rows (backend "codegen", forward without autograd, against eager): a 12-op pointwise chain,
 // softmax, residual add + layer norm, RMS norm, and on the GPU the inference throughput of ResNet-50 and
@@ -165,6 +166,10 @@ void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
     auto f = make();
     bench_call("call resnet50 loss+backward", f, program, dev, rounds, 3);
   }
+}
+
+// The dispatch-bound rows: the executor's per-node cost against eager dispatch.
+void bench_dispatch(ts::Device dev, int rounds) {
   {  // a small MLP: dispatch-bound
     ts::models::MLP model(64, {64, 64}, 10);
     model.to(dev);
@@ -173,6 +178,18 @@ void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
     auto program = [&] { return F::cross_entropy(model.forward(x), y); };
     auto f = ts::compile([&] { return program(); });
     bench_call("call mlp-64 loss+backward", f, program, dev, rounds, 2000);
+  }
+  {  // the same 12-op pointwise chain as the codegen row over 1024 floats, eager backend, no autograd:
+     // dispatch-bound, so the row is the executor's per-node cost against eager's (Note [Direct kernel calls])
+    ts::Tensor x = ts::randn({4, 256}, ts::TensorOptions(ts::kFloat32, dev));
+    ts::Tensor y = ts::randn({256}, ts::TensorOptions(ts::kFloat32, dev));
+    auto program = [&] {
+      ts::Tensor t = ts::relu(x * 2.0 + y);
+      ts::Tensor u = ts::where(t > 0.5, t, ts::sigmoid(y)).clamp(0.1, 0.9);
+      return ts::gelu(u) + ts::tanh(x).exp() - x / 3.0;
+    };
+    auto f = ts::compile([&] { return program(); });
+    bench_forward("call pointwise-chain 1K forward", f, program, dev, rounds, 2000);
   }
 }
 
@@ -427,6 +444,7 @@ int main(int argc, char** argv) {
   int rounds = 5;
   int64_t gpt_seq = 64;
   bool only_codegen = false;  // the codegen rows only (the PyTorch comparison alternates with them)
+  bool only_dispatch = false;  // the dispatch-bound rows only (bench_dispatch)
   bool compile_time = false;  // the compile-time rows only
   bool profile = false;       // the inference rows' kernels, not timed rows
   for (int i = 1; i < argc; ++i) {
@@ -434,6 +452,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--gpt-seq") && i + 1 < argc) gpt_seq = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--only-codegen")) only_codegen = true;
+    else if (!std::strcmp(argv[i], "--only-dispatch")) only_dispatch = true;
     else if (!std::strcmp(argv[i], "--compile-time")) compile_time = true;
     else if (!std::strcmp(argv[i], "--profile")) profile = true;
   }
@@ -449,7 +468,9 @@ int main(int argc, char** argv) {
   }
 
   if (!only_codegen) {
-    bench_models(dev, rounds, gpt_seq);
+    if (!only_dispatch) bench_models(dev, rounds, gpt_seq);
+    bench_dispatch(dev, rounds);
+    if (only_dispatch) return 0;
   }
   {  // a chain of 12 pointwise ops over 16M floats with a broadcast: memory-bound, one kernel with codegen
     const int64_t rows = dev.is_cuda() ? 4096 : 1024;

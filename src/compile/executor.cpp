@@ -2,11 +2,15 @@
 #include "compile/executor.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <queue>
 
 #include "compile/codegen/compiled_kernels.h"
 #include "compile/fusion.h"
 #include "compile/node_runner.h"
+#include "ops/dispatch_depth.h"
+#include "runtime/grad_mode.h"
 #include "tessera/functions.h"
 
 namespace tessera::compiler {
@@ -73,6 +77,15 @@ std::vector<Step> schedule(const Graph& g, const FusionPlan& f) {
   TS_CHECK(steps.size() == U, ValueError, "compile: the fusion groups of this graph form a cycle (", steps.size(),
            " of ", U, " steps scheduled); this is a bug of the fusion pass");
   return steps;
+}
+
+// TESSERA_DIRECT_CALLS=0: every node through its op (Note [Direct kernel calls]).
+bool direct_calls_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_DIRECT_CALLS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 }  // namespace
@@ -208,6 +221,7 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
     }
   }
   p.replay.assign(nodes, nullptr);
+  p.direct.assign(nodes, DirectCall{});
   p.output_meta.resize(nodes);
   p.release_after.resize(end);
   for (int i = 0; i < end; ++i) {
@@ -218,6 +232,7 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
       TS_CHECK(p.replay[s.node] != nullptr, NotImplementedError, "compile: the graph holds ", op_name(n.op),
                ", which the executor cannot run");
       for (int v : n.outputs) p.output_meta[s.node].push_back(g.values[v].meta);
+      if (direct_calls_enabled()) p.direct[s.node] = plan_direct_call(g, n);
     }
     // Intermediates only: the graph's inputs stay the caller's.
     const std::vector<int>& in = s.node >= 0 ? g.nodes[s.node].inputs : fusion->groups[s.kernel].inputs;
@@ -274,6 +289,9 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
     cached_index.assign(g.values.size(), -1);
     for (size_t c = 0; c < plan.cached_values.size(); ++c) cached_index[plan.cached_values[c]] = static_cast<int>(c);
   }
+  // Note [Direct kernel calls]: not while a stage (the profiler, a tracer) watches the ops.
+  const bool direct = !detail::op_stages_installed();
+  const bool grad_on = is_grad_enabled();
   std::vector<Tensor> ins;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
@@ -285,10 +303,17 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
     if (s.node >= 0) {
       const Node& n = g.nodes[s.node];
       for (int v : n.inputs) ins.push_back(v >= 0 ? vals[v] : Tensor());
-      std::vector<Tensor> outs = plan.replay[s.node]->run(n.op, ins, n.attrs, plan.output_meta[s.node]);
-      TS_CHECK(outs.size() == n.outputs.size(), ValueError, "compile: ", op_name(n.op), " returned ", outs.size(),
-               " outputs, the graph expects ", n.outputs.size());
-      for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+      const DirectCall& d = plan.direct[s.node];
+      Tensor t;
+      if (direct && d.kind != DirectCall::Kind::None) t = run_direct_call(d, n, ins, plan.output_meta[s.node][0], grad_on);
+      if (t.defined()) {
+        vals[n.outputs[0]] = std::move(t);
+      } else {
+        std::vector<Tensor> outs = plan.replay[s.node]->run(n.op, ins, n.attrs, plan.output_meta[s.node]);
+        TS_CHECK(outs.size() == n.outputs.size(), ValueError, "compile: ", op_name(n.op), " returned ", outs.size(),
+                 " outputs, the graph expects ", n.outputs.size());
+        for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
+      }
     } else {
       const CompiledKernel& k = (*plan.kernels)[s.kernel];
       const std::vector<int>& operands = plan.kernel_operands[s.kernel];

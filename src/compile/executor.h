@@ -3,7 +3,9 @@
 // nodes through the ops; inputs are bound once per call and every intermediate is released after its
 // last use.
 //
-// The plan is made once per graph (ExecutionPlan): the steps in the order they run, where each input
+// Nodes of the plain elementwise families run by their kernel slot where nothing records or watches
+// (Note [Direct kernel calls] in direct_call.h; TESSERA_DIRECT_CALLS=0 turns that off, for
+// comparisons). The plan is made once per graph (ExecutionPlan): the steps in the order they run, where each input
 // comes from, the last step that reads each value, and the memory the intermediates need (MemoryPlan:
 // the peak of the bytes live at once, by liveness, against the sum over all of them). With fusion the
 // steps are a topological order of the graph with each group contracted to one step, the order of the
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "compile/capture.h"
+#include "compile/direct_call.h"
 #include "compile/graph.h"
 
 namespace tessera::compiler {
@@ -64,6 +67,7 @@ struct ExecutionPlan {
   std::shared_ptr<ParameterCache> cache;
   std::vector<int> last_use;   // per value: the last step reading it; steps.size() for a graph output
   std::vector<const OpReplay*> replay;                 // per node
+  std::vector<DirectCall> direct;                      // per node (Note [Direct kernel calls])
   std::vector<std::vector<TensorMeta>> output_meta;    // per node, what its outputs were at capture
   std::vector<std::vector<int>> release_after;         // per step, the values its run is the last use of
   std::shared_ptr<const std::vector<CompiledKernel>> kernels;  // per group, with fusion

@@ -79,6 +79,47 @@ TEST(CudaCompile, GPT2Unfused) {
       [] { return ts::randint(0, 128, {2, 32}, ts::kInt64); }, true);
 }
 
+// Note [Symbolic batch] on the GPU: two captures, then every batch size from the unified graph, bitwise
+// eager's (forward and gradients), with the executor's direct kernel calls in the joint graph.
+TEST(CudaCompile, DynamicBatchAnswersEveryBatchSizeBitwise) {
+  TS_REQUIRE_GPU();
+  struct Deterministic {
+    bool was = ts::is_deterministic();
+    Deterministic() { ts::set_deterministic(true); }
+    ~Deterministic() { ts::set_deterministic(was); }
+  } deterministic;
+  ts::models::GPT2Config c;
+  c.n_layer = 2, c.n_head = 4, c.n_embd = 64, c.n_positions = 64, c.vocab_size = 128, c.fused = false;
+  ts::manual_seed(12);
+  ts::models::GPT2 a(c);
+  ts::manual_seed(12);
+  ts::models::GPT2 b(c);
+  a.to(ts::Device::cuda());
+  b.to(ts::Device::cuda());
+  ts::CompileOptions o;
+  o.dynamic = true;
+  auto loss = ts::compile([&](const ts::Tensor& idx, const ts::Tensor& tgt) { return a.loss(idx, tgt); }, o);
+  for (int64_t batch : {2, 3, 5, 4, 5}) {
+    ts::Tensor idx = ts::randint(0, 128, {batch, 32}, ts::kInt64).to(ts::Device::cuda());
+    ts::Tensor tgt = ts::randint(0, 128, {batch, 32}, ts::kInt64).to(ts::Device::cuda());
+    ts::manual_seed(batch);
+    ts::Tensor la = loss(idx, tgt);
+    ts::manual_seed(batch);
+    ts::Tensor lb = b.loss(idx, tgt);
+    ASSERT_TRUE(bitwise(la, lb)) << "batch " << batch;
+    la.backward();
+    lb.backward();
+    auto pa = a.named_parameters(), pb = b.named_parameters();
+    for (size_t i = 0; i < pa.size(); ++i)
+      ASSERT_TRUE(bitwise(pa[i].second.grad(), pb[i].second.grad())) << "batch " << batch << " " << pa[i].first;
+    a.zero_grad();
+    b.zero_grad();
+  }
+  EXPECT_EQ(loss.stats().captures, 2);
+  EXPECT_EQ(loss.stats().symbolic_variants, 1);
+  EXPECT_EQ(loss.stats().batch_instances, 2);
+}
+
 using tessera::testing::close;
 ts::Tensor chain(const ts::Tensor& x, const ts::Tensor& y) { return tessera::testing::pointwise_chain(x, y); }
 
