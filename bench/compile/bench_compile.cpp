@@ -22,11 +22,14 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "runtime/memory_reporter.h"
 #include "tessera/tessera.h"
 
 namespace ts = tessera;
@@ -140,6 +143,67 @@ void bench_forward(const char* name, C& compiled_fn, const std::function<ts::Ten
   std::fflush(stdout);
 }
 
+// Peak memory of one call and its backward beyond what was allocated before it (bytes): on the GPU the
+// caching allocator's peak statistic, on the CPU the allocator's reports (runtime/memory_reporter.h)
+// summed while the call runs.
+struct CpuPeak {
+  static inline std::mutex mu;
+  static inline std::unordered_map<const void*, int64_t> live;
+  static inline int64_t now = 0, peak = 0;
+  static void on_report(const ts::MemoryReport& r) {
+    std::lock_guard<std::mutex> g(mu);
+    if (r.bytes > 0) {
+      live[r.ptr] = r.bytes;
+      now += r.bytes;
+      peak = std::max(peak, now);
+    } else if (auto it = live.find(r.ptr); it != live.end()) {  // blocks from before the call are not counted
+      now -= it->second;
+      live.erase(it);
+    }
+  }
+};
+
+int64_t peak_bytes(const std::function<void()>& call, ts::Device dev) {
+  if (dev.is_cuda()) {
+    ts::cuda::synchronize();
+    const int64_t base = ts::cuda::memory_allocated();
+    ts::cuda::reset_peak_memory_stats();
+    call();
+    ts::cuda::synchronize();
+    return ts::cuda::max_memory_allocated() - base;
+  }
+  CpuPeak::live.clear();
+  CpuPeak::now = CpuPeak::peak = 0;
+  ts::set_memory_reporter(&CpuPeak::on_report);
+  call();
+  ts::set_memory_reporter(nullptr);
+  return CpuPeak::peak;
+}
+
+// Alternating rounds of one compiled call with its backward and one eager call with its backward:
+// the peak bytes of each (Note [Min-cut partition]: the compiled forward keeps fewer bytes for its
+// backward; the issue asks that the compiled step's peak be no higher than eager's).
+template <class C>
+void bench_peak(const char* name, C& compiled_fn, const std::function<ts::Tensor()>& eager_fn, ts::Device dev, int rounds) {
+  auto compiled = [&] { compiled_fn().backward(); };
+  auto eager = [&] { eager_fn().backward(); };
+  compiled();  // capture
+  compiled();
+  eager();
+  std::vector<double> g, e;
+  for (int r = 0; r < rounds; ++r) {
+    g.push_back(static_cast<double>(peak_bytes(compiled, dev)) / (1 << 20));
+    e.push_back(static_cast<double>(peak_bytes(eager, dev)) / (1 << 20));
+  }
+  const ts::CompileStats s = compiled_fn.stats();
+  std::printf("{\"name\": \"%s\", \"unit\": \"MiB\", \"samples\": %s, \"eager_samples\": %s, \"nodes\": %d, "
+              "\"saved_bytes\": %lld, \"eager_saved_bytes\": %lld, \"graph_calls\": %d, \"eager_calls\": %d}\n",
+              name, list(g).c_str(), list(e).c_str(), count_nodes(compiled_fn.last_graph()),
+              static_cast<long long>(s.saved_bytes), static_cast<long long>(s.eager_saved_bytes), s.graph_calls,
+              s.eager_calls);
+  std::fflush(stdout);
+}
+
 // The models: capture time and per-call cost of the eager backend.
 void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
   {  // GPT-2 124M
@@ -154,6 +218,24 @@ void bench_models(ts::Device dev, int rounds, int64_t gpt_seq) {
     bench_capture("capture gpt2-124m loss", make, [&] { program(); }, dev, rounds);
     auto f = make();
     bench_call("call gpt2-124m loss+backward", f, program, dev, rounds, 3);
+    model.zero_grad(/*set_to_none=*/true);
+    auto p = make();
+    auto peak_program = [&] {  // each call starts without gradients, as a step after zero_grad does
+      model.zero_grad(/*set_to_none=*/true);
+      return program();
+    };
+    auto peak_compiled = [&] {
+      model.zero_grad(/*set_to_none=*/true);
+      return p();
+    };
+    struct Fn {
+      decltype(peak_compiled)& f;
+      decltype(p)& c;
+      ts::Tensor operator()() { return f(); }
+      ts::CompileStats stats() const { return c.stats(); }
+      std::string last_graph() const { return c.last_graph(); }
+    } pc{peak_compiled, p};
+    bench_peak("peak gpt2-124m loss+backward", pc, peak_program, dev, rounds);
   }
   {  // ResNet-50
     ts::models::ResNet model = ts::models::resnet50(1000);
