@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/apply_context.h"
 #include "autograd/engine_state.h"
 #include "autograd/graph.h"
 #include "ops/autocast_hook.h"
@@ -16,6 +17,12 @@
 #include "tessera/functions.h"
 
 namespace tessera::autograd {
+
+namespace {
+thread_local bool t_releases_after_apply = false;  // apply_context.h
+}  // namespace
+
+bool releases_saved_after_apply() { return t_releases_after_apply; }
 namespace {
 
 thread_local bool t_anomaly = false;
@@ -233,7 +240,17 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
       }
     }
     std::vector<Tensor> outs;
-    if (any_grad) outs = batched ? node->apply_batched(std::move(grads), batch) : node->apply(std::move(grads));
+    if (any_grad) {
+      const bool outer = t_releases_after_apply;
+      t_releases_after_apply = !keep_graph;
+      try {
+        outs = batched ? node->apply_batched(std::move(grads), batch) : node->apply(std::move(grads));
+      } catch (...) {
+        t_releases_after_apply = outer;
+        throw;
+      }
+      t_releases_after_apply = outer;
+    }
     if (t_anomaly) check_anomaly(*node, outs);
     if (!keep_graph) node->release_saved();
     for (size_t i = 0; i < node->next_edges.size(); ++i) {

@@ -1,6 +1,7 @@
 // The joint graph's autograd node (compiled_backward.h).
 #include "compile/compiled_backward.h"
 
+#include "autograd/apply_context.h"
 #include "autograd/graph.h"
 #include "runtime/grad_mode.h"
 #include "tessera/functions.h"
@@ -32,8 +33,16 @@ class CompiledBackwardNode final : public autograd::GraphNode {
     for (size_t k = 0; k < grads.size(); ++k)
       grads[k] = grads[k].defined() ? grads[k].contiguous()
                                     : zeros(slots[k].sizes, TensorOptions(slots[k].dtype, slots[k].device));
+    // Note [Saved inputs released at their last use]: when the engine drops the saved tensors after
+    // this call anyway, they go in by move and each is freed once the graph has read it.
     std::vector<Tensor> defined;
-    defined = execute(program_->graph, program_->plan, grads, {}, saved_);
+    if (autograd::releases_saved_after_apply()) {
+      released_ = true;
+      defined = execute(program_->graph, program_->plan, std::move(grads), {}, std::move(saved_));
+      saved_.clear();
+    } else {
+      defined = execute(program_->graph, program_->plan, std::move(grads), {}, saved_);
+    }
     std::vector<Tensor> out(next_edges.size());
     size_t j = 0;
     for (size_t i = 0; i < out.size(); ++i)

@@ -234,18 +234,19 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
       for (int v : n.outputs) p.output_meta[s.node].push_back(g.values[v].meta);
       if (direct_calls_enabled()) p.direct[s.node] = plan_direct_call(g, n);
     }
-    // Intermediates only: the graph's inputs stay the caller's.
+    // Graph inputs too (Note [Saved inputs released at their last use]): the executor drops its own
+    // reference; the caller's stays unless it moved the tensor in.
     const std::vector<int>& in = s.node >= 0 ? g.nodes[s.node].inputs : fusion->groups[s.kernel].inputs;
     for (int v : in)
-      if (v >= 0 && p.last_use[v] == i && g.values[v].node >= 0 &&
+      if (v >= 0 && p.last_use[v] == i &&
           std::find(p.release_after[i].begin(), p.release_after[i].end(), v) == p.release_after[i].end())
         p.release_after[i].push_back(v);
   }
   return p;
 }
 
-std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std::vector<Tensor>& args,
-                            const NamedTensors& params, const std::vector<Tensor>& saved, bool use_cache,
+std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, std::vector<Tensor> args,
+                            const NamedTensors& params, std::vector<Tensor> saved, bool use_cache,
                             bool* cache_hit) {
   if (cache_hit) *cache_hit = false;
   std::vector<Tensor> vals(g.values.size());
@@ -267,6 +268,10 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std
         break;
     }
   }
+  // Note [Saved inputs released at their last use]: from here on `vals` holds the only references the
+  // executor has.
+  args.clear();
+  saved.clear();
   // Note [Parameter-derived steps]: the parameters' identity now, against the cache's.
   ParameterCache* cache = use_cache ? plan.cache.get() : nullptr;
   bool hit = false;

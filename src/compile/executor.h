@@ -87,10 +87,16 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion = nullptr,
 
 // Runs `g` with `args` (the flattened tensor arguments) and `params` (bound by position, as at
 // capture); returns the graph's outputs.
+// Note [Saved inputs released at their last use]: every value, graph inputs included, is released by
+// the executor after the last step that reads it. `args` and `saved` are taken by value: a caller
+// that moves them in (the compiled backward node, when the engine releases its saved tensors after
+// it: autograd/apply_context.h) lets an activation saved for the backward be freed as soon as the
+// backward graph has read it, as eager autograd frees each node's saved tensors after that node,
+// instead of holding them all until the backward graph ends.
 // use_cache: where autograd records nothing, the parameter-derived steps' values are kept and reused
 // (Note [Parameter-derived steps]); *cache_hit tells whether this call reused them.
-std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, const std::vector<Tensor>& args,
-                            const NamedTensors& params, const std::vector<Tensor>& saved = {}, bool use_cache = false,
+std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, std::vector<Tensor> args,
+                            const NamedTensors& params, std::vector<Tensor> saved = {}, bool use_cache = false,
                             bool* cache_hit = nullptr);
 
 }  // namespace tessera::compiler
