@@ -48,6 +48,7 @@ std::optional<BinaryOp> binary_of(const Node& n) {
     case OpId::le: return BinaryOp::Le;
     case OpId::gt: return BinaryOp::Gt;
     case OpId::ge: return BinaryOp::Ge;
+    case OpId::threshold_backward: return BinaryOp::ThresholdBackward;  // attrs.scalars {threshold}
     default: return std::nullopt;
   }
 }
@@ -81,9 +82,23 @@ DirectCall plan_direct_call(const Graph& g, const Node& n) {
     if ((*b == BinaryOp::Add || *b == BinaryOp::Sub) && n.attrs.scalars.size() > 1) return d;
     const DType x = g.values[n.inputs[0]].meta.dtype, y = g.values[n.inputs[1]].meta.dtype;
     if (x != y || !is_floating_point(x) || out.dtype != (is_predicate(*b) ? kBool : x)) return d;
+    if (*b == BinaryOp::ThresholdBackward && n.attrs.scalars.size() != 1) return d;
     d.kind = DirectCall::Kind::Binary;
     d.op = static_cast<uint8_t>(*b);
     d.predicate = is_predicate(*b);
+  } else if (n.op == OpId::where && n.inputs.size() == 3 && n.inputs[0] >= 0 && n.inputs[1] >= 0 && n.inputs[2] >= 0) {
+    // record {a, b}, then attrs.tensors {condition} (node_runner.cpp)
+    const DType x = g.values[n.inputs[0]].meta.dtype, y = g.values[n.inputs[1]].meta.dtype;
+    if (x != y || x != out.dtype || !is_floating_point(x) || g.values[n.inputs[2]].meta.dtype != kBool) return d;
+    d.kind = DirectCall::Kind::Ternary;
+    d.op = static_cast<uint8_t>(TernaryOp::Where);
+  } else if (n.op == OpId::clamp && n.inputs.size() == 3 && n.inputs[0] >= 0 && (n.inputs[1] >= 0 || n.inputs[2] >= 0)) {
+    const DType x = g.values[n.inputs[0]].meta.dtype;
+    if (x != out.dtype || !is_floating_point(x)) return d;
+    for (int k : {1, 2})
+      if (n.inputs[k] >= 0 && g.values[n.inputs[k]].meta.dtype != x) return d;
+    d.kind = DirectCall::Kind::Ternary;
+    d.op = static_cast<uint8_t>(TernaryOp::Clamp);
   }
   return d;
 }
@@ -118,8 +133,31 @@ Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Ten
       const auto op = static_cast<BinaryOp>(d.op);
       BinaryParams p;
       if ((op == BinaryOp::Add || op == BinaryOp::Sub) && !n.attrs.scalars.empty()) p.alpha = n.attrs.scalars[0];
+      if (op == BinaryOp::ThresholdBackward) p.threshold = n.attrs.scalars[0].to_double();
       Tensor t = empty_as(out);
       binary_kernel(out.device, t, a, b, op, p);
+      return t;
+    }
+    case DirectCall::Kind::Ternary: {
+      // where: {a, b, condition}; clamp: {x, min or absent, max or absent}. Every operand on the
+      // output's device (where's CPU-scalar conversion reads the host: that runs through the op).
+      for (const Tensor& t : in)
+        if (t.defined() && (t.device() != out.device || (grad_enabled && t.requires_grad()))) return Tensor();
+      const auto op = static_cast<TernaryOp>(d.op);
+      Tensor t = empty_as(out);
+      if (op == TernaryOp::Where) {
+        if (in[0].dtype() != out.dtype || in[1].dtype() != out.dtype || in[2].dtype() != kBool) return Tensor();
+        ternary_kernel(out.device, t, in[2], in[0], in[1], op, TernaryParams{});
+        return t;
+      }
+      const Tensor& x = in[0];
+      if (x.dtype() != out.dtype || x.sizes() != out.sizes) return Tensor();  // bounds that widen x: the op
+      for (int k : {1, 2})
+        if (in[k].defined() && in[k].dtype() != out.dtype) return Tensor();
+      TernaryParams p;
+      p.has_min = in[1].defined();
+      p.has_max = in[2].defined();
+      ternary_kernel(out.device, t, x, p.has_min ? in[1] : x, p.has_max ? in[2] : x, op, p);
       return t;
     }
   }

@@ -9,7 +9,10 @@
 // requires grad), the executor allocates the output with the recorded layout and calls the slot:
 //   - unary ops of a floating input whose output has the input's dtype (exp, tanh, relu, gelu, ...);
 //   - binary ops of two inputs of one floating dtype (add, sub with alpha, mul, div, maximum,
-//     minimum, and the comparisons into bool), a 0-dim CPU scalar operand included, as the op passes it;
+//     minimum, relu's threshold_backward, and the comparisons into bool), a 0-dim CPU scalar operand
+//     included, as the op passes it;
+//   - where (a bool condition) and clamp (bounds absent or of the input's dtype, an output of the
+//     input's shape), every operand on the output's device;
 //   - fill_ of a fresh buffer (the Scalar operands' 0-dim buffers of every binary op with a number).
 // Anything else (other dtypes, which need the op's casts; in-place and out= forms; every other
 // family) runs through its op. The kernel, its inputs and the output's layout are the ones the op
@@ -24,9 +27,9 @@
 namespace tessera::compiler {
 
 struct DirectCall {
-  enum class Kind : uint8_t { None, Unary, Binary, Fill };
+  enum class Kind : uint8_t { None, Unary, Binary, Ternary, Fill };
   Kind kind = Kind::None;
-  uint8_t op = 0;          // the UnaryOp or BinaryOp
+  uint8_t op = 0;          // the UnaryOp, BinaryOp or TernaryOp
   bool predicate = false;  // a comparison: bool output, inputs of one floating dtype
 };
 

@@ -24,7 +24,7 @@ using Kind = tc::DirectCall::Kind;
 
 std::vector<ts::Tensor> pointwise(const ts::Tensor& x, const ts::Tensor& y) {
   ts::Tensor a = (x * 2.0 + y).relu();              // fill_, mul, add, relu
-  ts::Tensor b = ts::where(a > 0.5, a, y.sigmoid());  // gt, sigmoid (where runs through its op)
+  ts::Tensor b = ts::where(a > 0.5, a, y.sigmoid()).clamp(0.1, 0.9);  // gt, sigmoid, where, clamp
   ts::Tensor c = ts::gelu(b, "tanh") - x.exp() / 3.0;  // gelu, exp, div, sub
   ts::Tensor d = ts::maximum(c, y).tanh();            // broadcasting maximum, tanh
   return {d, x.to(ts::kFloat64) + 1.0};               // a cast and a float64 add
@@ -43,12 +43,11 @@ TEST(DirectCalls, PlainElementwiseNodesRunByTheirSlotAndGiveTheOpsBits) {
   const tc::ExecutionPlan p = tc::plan_execution(r.graph);
   EXPECT_GE(count(p, Kind::Unary), 5);   // relu, sigmoid, gelu, exp, tanh
   EXPECT_GE(count(p, Kind::Binary), 6);  // mul, add, gt, div, sub, maximum, add (float64)
-  EXPECT_GE(count(p, Kind::Fill), 4);    // the numbers' 0-dim buffers
+  EXPECT_GE(count(p, Kind::Fill), 6);    // the numbers' 0-dim buffers
+  EXPECT_EQ(count(p, Kind::Ternary), 2);  // where, clamp
   for (size_t i = 0; i < r.graph.nodes.size(); ++i) {
     const ts::OpId op = r.graph.nodes[i].op;
-    if (op == ts::OpId::where || op == ts::OpId::copy_) {
-      EXPECT_EQ(p.direct[i].kind, Kind::None) << ts::op_name(op);
-    }
+    if (op == ts::OpId::copy_) EXPECT_EQ(p.direct[i].kind, Kind::None) << "the float64 cast runs through copy_";
   }
   for (int call = 0; call < 3; ++call) {
     ts::Tensor a = ts::randn({5, 7}), b = ts::randn({7});
@@ -68,6 +67,19 @@ TEST(DirectCalls, OtherDtypesRunThroughTheirOp) {
   EXPECT_TRUE(bitwise(got[0], (x + x) * x));
   EXPECT_TRUE(bitwise(got[1], x.exp()));  // int64 in, float32 out: the op's cast
   EXPECT_EQ(count(p, Kind::Unary), 0);
+}
+
+// relu's backward (threshold_backward) in a captured backward graph, run directly.
+TEST(DirectCalls, ReluBackwardRunsDirectlyAndGivesTheOpsBits) {
+  ts::Tensor x = ts::randn({4, 9}), g = ts::randn({4, 9});
+  tc::CaptureResult r = tc::capture_program({g, x}, {}, [&] {
+    return std::vector<ts::Tensor>{ts::threshold_backward(g, x.relu(), 0.0)};
+  });
+  ASSERT_TRUE(r.complete) << r.stop_reason;
+  const tc::ExecutionPlan p = tc::plan_execution(r.graph);
+  EXPECT_EQ(count(p, Kind::Binary), 1);
+  ts::Tensor a = ts::randn({4, 9}), b = ts::randn({4, 9});
+  EXPECT_TRUE(bitwise(tc::execute(r.graph, p, {a, b}, {})[0], ts::threshold_backward(a, b.relu(), 0.0)));
 }
 
 // With grad mode on and an input that requires grad, the node runs through its op, which records.
