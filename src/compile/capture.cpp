@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "compile/node_runner.h"
 #include "ops/op_scope.h"
 #include "ops/trace_hook.h"
+#include "runtime/fake_data.h"
 #include "runtime/grad_mode.h"
 #include "runtime/storage.h"
 #include "tessera/autograd.h"
@@ -456,34 +458,47 @@ void capture_backward(CaptureStage& fwd, CaptureResult& r) {
   // Contiguous placeholders: the backward graph is captured for contiguous output gradients, and
   // its node makes the gradients it receives contiguous (compiled_backward.cpp).
   for (const Tensor& o : outs) seeds.push_back(ones(o.sizes(), TensorOptions(o.dtype(), o.device())));
-  CaptureStage bwd(seeds, {}, &fwd);
-  std::vector<Tensor> grads;
-  try {
-    CaptureGuard guard(&bwd);
-    grads = autograd::grad(outs, diff_in, seeds, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
-  } catch (const BackwardStopped&) {
-    r.backward_stop_reason = bwd.result().stop_reason;
-    return;
-  } catch (const Error& e) {
-    r.backward_stop_reason = std::string("the backward raised while captured: ") + e.what();
-    return;
-  }
-  std::vector<Tensor> defined;
-  for (const Tensor& t : grads) {
-    r.grad_defined.push_back(t.defined());
-    if (t.defined()) defined.push_back(t);
-  }
-  bwd.finish(defined);
-  CaptureResult b = std::move(bwd.result());
-  if (!b.complete) {
-    r.backward_stop_reason = b.stop_reason;
+  // Note [Fake data]: first over fake data (no kernel runs, no gradient is allocated); where that
+  // pass cannot finish (a derivative that reads data on the host, or any other stop), once more for
+  // real, which decides.
+  for (const bool fake : {true, false}) {
+    CaptureStage bwd(seeds, {}, &fwd);
+    std::vector<Tensor> grads;
     r.grad_defined.clear();
+    try {
+      std::optional<detail::FakeDataScope> fake_data;
+      if (fake) fake_data.emplace();
+      CaptureGuard guard(&bwd);
+      grads = autograd::grad(outs, diff_in, seeds, /*retain_graph=*/true, /*create_graph=*/false, /*allow_unused=*/true);
+    } catch (const BackwardStopped&) {
+      if (fake) continue;
+      r.backward_stop_reason = bwd.result().stop_reason;
+      return;
+    } catch (const Error& e) {
+      if (fake) continue;
+      r.backward_stop_reason = std::string("the backward raised while captured: ") + e.what();
+      return;
+    }
+    std::vector<Tensor> defined;
+    for (const Tensor& t : grads) {
+      r.grad_defined.push_back(t.defined());
+      if (t.defined()) defined.push_back(t);
+    }
+    bwd.finish(defined);
+    CaptureResult b = std::move(bwd.result());
+    if (!b.complete) {
+      if (fake) continue;
+      r.backward_stop_reason = b.stop_reason;
+      r.grad_defined.clear();
+      return;
+    }
+    eliminate_dead_code(b.graph);
+    r.backward = std::move(b.graph);
+    r.saved = bwd.saved();
+    r.has_backward = true;
+    r.backward_over_fake_data = fake;
     return;
   }
-  eliminate_dead_code(b.graph);
-  r.backward = std::move(b.graph);
-  r.saved = bwd.saved();
-  r.has_backward = true;
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ namespace tessera::compiler {
 // is refused). Where the backward cannot be captured (an op without a replay, an output that is an
 // input or a view of one, a write to an input that requires grad, a host read in a derivative),
 // backward_stop_reason says why, and autograd differentiates the forward as it replays, as in eager.
+// The engine's pass is traced over fake data (Note [Fake data] in runtime/fake_data.h): no backward
+// kernel runs at capture; where that pass cannot finish, it is traced again for real.
 struct CaptureResult {
   Graph graph;               // the forward; with a backward, its outputs are the program's, then saved
   std::vector<Tensor> outputs;       // the program's outputs from this run
@@ -56,6 +58,7 @@ struct CaptureResult {
   std::vector<int> diff_inputs;      // positions in graph.inputs of the inputs that require grad
   std::vector<bool> grad_defined;    // per diff input: whether the backward gives it a gradient
   std::string backward_stop_reason;
+  bool backward_over_fake_data = false;  // Note [Fake data]: the backward was traced without computing it
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;

@@ -41,7 +41,11 @@ void* Tensor::data_ptr() const {
   TS_CHECK(!is_meta(), DeviceError, "data_ptr: meta tensors have no data");
   if (detail::t_capturing && detail::t_op_depth == 0) [[unlikely]]
     detail::trace_host_read("data_ptr(): the program reads or writes tensor data itself");
-  return impl_->data();
+  void* p = impl_->data();
+  if (!p && impl_->storage()->fake()) [[unlikely]]
+    TS_THROW(ValueError, "data_ptr: this ", dtype_name(dtype()), " tensor of sizes ", sizes(), " has no data: it was made "
+             "while ts::compile traced a pass over fake data (Note [Fake data] in src/runtime/fake_data.h)");
+  return p;
 }
 
 // ---- copies ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The op table's kernel slots. Each kernel family (unary, binary, reduce, gemm, ...) declares one
 // slot with its signature in `ops/<family>_kernel.h`; each backend fills the slot for its device type
 // at start-up (kernels/cpu/register.cpp, kernels/cuda/register.cu). Ops call `slot(device, args...)`:
-// meta tensors skip the kernel (the meta function already produced the output), and a device with no
+// meta tensors skip the kernel (the meta function already produced the output), so does everything
+// while fake data is on (Note [Fake data] in runtime/fake_data.h), and a device with no
 // kernel raises NotImplementedError naming the kernel and the device. A slot called outside every
 // op while a stage is installed is reported (Note [Scoped kernels] in ops/op_scope.h).
 #pragma once
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "ops/dispatch_depth.h"
+#include "runtime/fake_data.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
 
@@ -30,7 +32,7 @@ class KernelSlot {
   void operator()(Device device, Args&&... args) const {
     if (detail::op_stages_installed()) [[unlikely]]
       detail::notify_kernel_slot(name_);
-    if (device.is_meta()) return;
+    if (device.is_meta() || detail::t_fake_data) [[unlikely]] return;  // Note [Fake data]
     get(device.type())(std::forward<Args>(args)...);
   }
   const char* name() const { return name_; }

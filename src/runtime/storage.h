@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "runtime/allocator.h"
+#include "runtime/fake_data.h"
 
 namespace tessera {
 
@@ -16,6 +17,8 @@ class Storage {
   Storage(DataPtr data, size_t nbytes, Device device);
 
   void* data() const { return data_.get(); }
+  // Note [Fake data] (runtime/fake_data.h): made while fake data was on: a size and no memory.
+  bool fake() const { return fake_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
@@ -33,6 +36,7 @@ class Storage {
   Device device_;
   std::atomic<uint64_t> version_{0};
   uint64_t serial_;
+  bool fake_ = false;
 };
 
 }  // namespace tessera
