@@ -41,6 +41,7 @@ py::dict stats_dict(const CompileStats& s) {
   d["eager_calls"] = s.eager_calls;
   d["variants"] = s.variants;
   d["joint_variants"] = s.joint_variants;
+  d["fake_backward_traces"] = s.fake_backward_traces;
   d["symbolic_variants"] = s.symbolic_variants;
   d["batch_instances"] = s.batch_instances;
   d["kernels"] = s.kernels;

@@ -66,6 +66,7 @@ struct Variant {
   // Note [Joint graph]: with a backward, the forward runs without autograd and one node runs this.
   std::shared_ptr<const compiler::BackwardProgram> backward;
   bool joint = false;                  // the capture has a backward graph
+  bool fake_backward = false;          // traced over fake data (Note [Fake data])
   compiler::Graph backward_graph;      // it, after the partition and before the codegen passes
   std::vector<bool> grad_defined;
   int64_t batch = -1;                  // the call's batch size (Note [Symbolic batch])
@@ -402,6 +403,8 @@ std::vector<Tensor> CompiledProgram::run_default(const std::vector<Tensor>& args
         v.eager_saved_bytes = d.eager_saved_bytes;
         v.recomputed_nodes = s.stats.recomputed_nodes;
         v.joint = true;
+        v.fake_backward = r.backward_over_fake_data;
+        s.stats.fake_backward_traces += r.backward_over_fake_data;
         v.backward_graph = std::move(r.backward);
         v.grad_defined = r.grad_defined;
         v.diff_outputs = r.diff_outputs;
@@ -464,7 +467,8 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
       os << " backward: " << v.backward->graph.nodes.size() << " nodes, one autograd node for the call; "
          << v.graph.outputs.size() - v.num_outputs << " saved values (" << v.saved_bytes
          << " bytes beyond the inputs; eager autograd keeps " << v.eager_saved_bytes << "), "
-         << v.recomputed_nodes << " forward nodes recomputed\n"
+         << v.recomputed_nodes << " forward nodes recomputed; traced "
+         << (v.fake_backward ? "over fake data (Note [Fake data])" : "for real (the pass over fake data could not finish)") << "\n"
          << v.backward->graph.to_text();
     } else if (!v.backward_note.empty()) {
       os << " no backward graph (autograd records the replayed forward): " << v.backward_note << "\n";

@@ -64,6 +64,7 @@ CompileStats expect_forward_and_gradients_equal(const char* name, Make make, con
   EXPECT_EQ(s.graph_calls, 2) << name << ": " << (s.eager_calls ? "ran eagerly" : "");
   EXPECT_EQ(s.joint_variants, joint ? 1 : 0) << name << ": "
                                              << (s.no_backward_reasons.empty() ? "" : s.no_backward_reasons[0]);
+  EXPECT_EQ(s.fake_backward_traces, s.joint_variants) << name << ": the backward was traced again for real";
   return s;
 }
 

@@ -146,7 +146,7 @@ std::string differs(const ProgramRun& a, const ProgramRun& b) { return differs(a
 // backward graph, and how many of those recompute forward nodes in it (Note [Min-cut partition]).
 std::pair<int, int> check_compiled_programs(const ts::CompileOptions& options) {
   const int n = program_count();
-  int graphs = 0, eager = 0, errors = 0, failed = 0, with_grad = 0, joint = 0, recomputing = 0;
+  int graphs = 0, eager = 0, errors = 0, failed = 0, with_grad = 0, joint = 0, recomputing = 0, fake_traced = 0;
   int64_t saved_bytes = 0, eager_saved_bytes = 0;
   std::map<std::string, int> fallbacks, no_joint;
   ts::set_compile_warning_handler([&](const std::string& m) {
@@ -177,6 +177,7 @@ std::pair<int, int> check_compiled_programs(const ts::CompileOptions& options) {
     if (!want.grads.empty()) {  // the program differentiates: its backward should be a graph too
       ++with_grad;
       joint += s.joint_variants == 1;
+      fake_traced += s.fake_backward_traces == 1;
       recomputing += s.recomputed_nodes > 0;
       saved_bytes += s.saved_bytes;
       eager_saved_bytes += s.eager_saved_bytes;
@@ -194,11 +195,14 @@ std::pair<int, int> check_compiled_programs(const ts::CompileOptions& options) {
   const int ran = n - errors;
   std::cout << "compiled programs: " << n << ", " << errors << " raise eagerly too, " << graphs
             << " ran as graphs, " << eager << " fell back to eager" << reasons << "\n"
-            << with_grad << " differentiate, " << joint << " with a captured backward graph" << joint_reasons
+            << with_grad << " differentiate, " << joint << " with a captured backward graph (" << fake_traced
+            << " traced over fake data)" << joint_reasons
             << "\n" << recomputing << " recompute forward nodes in their backward; saved " << saved_bytes
             << " bytes beyond the inputs in all, eager autograd's " << eager_saved_bytes << std::endl;
   EXPECT_GE(graphs, ran * 95 / 100) << "too many programs fell back to eager:" << reasons;
   EXPECT_GE(joint, with_grad * 80 / 100) << "too many backward passes were not captured:" << joint_reasons;
+  // Note [Fake data]: a backward traced again for real is the exception, not the rule.
+  EXPECT_GE(fake_traced, joint * 95 / 100) << "too many backward traces fell back from fake data to real";
   return {joint, recomputing};
 }
 

@@ -38,6 +38,9 @@ struct CompileStats {
   int eager_calls = 0;  // calls that ran the program eagerly (a break, an unsupported op, the limit)
   int variants = 0;
   int joint_variants = 0;  // variants whose backward is a captured graph run by one autograd node
+  // Of those, the ones whose backward was traced over fake data, computing nothing (Note [Fake data]
+  // in src/runtime/fake_data.h); the others were traced again for real.
+  int fake_backward_traces = 0;
   // dynamic = true (Note [Symbolic batch] in src/compile/symbolic_batch.h): pairs of variants made one
   // graph of the batch size, and the instances made from them (one per batch size answered; not
   // variants, no capture, not counted towards the recompile limit).
