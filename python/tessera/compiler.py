@@ -118,10 +118,11 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=
             recompile_limit=8):
     """torch.compile: compile a function or a tessera.nn.Module; without `model`, a decorator.
 
-    dynamic: None (the default) and True make the batch size symbolic once two batch sizes have been
-    captured, as torch.compile's automatic dynamic shapes do after a size changes (Note [Symbolic
-    batch]: the batch is dim 0 of the first tensor argument; other dimensions stay static); False
-    captures every batch size as a variant of its own."""
+    dynamic: True makes the batch size symbolic once two batch sizes have been captured (Note
+    [Symbolic batch]: the batch is dim 0 of the first tensor argument; other dimensions stay static;
+    sizes the program computes from the batch on the host must be lines in it). None (the default)
+    and False capture every batch size as a variant of its own: unlike torch.compile's automatic
+    dynamic shapes, which see the size expressions, two captures cannot prove a line, so it is opt-in."""
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
                                  disable=disable, recompile_limit=recompile_limit)
@@ -141,7 +142,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="eager", mode=
     if not callable(model):
         raise TypeError(f"compile: expected a callable or a tessera.nn.Module, got {type(model).__name__}")
     name = type(model).__name__ if is_module else getattr(model, "__name__", "function")
-    core = _compile.CompiledProgram(mode or "default", dynamic is None or bool(dynamic), fullgraph, _BACKENDS[backend], recompile_limit,
+    core = _compile.CompiledProgram(mode or "default", bool(dynamic), fullgraph, _BACKENDS[backend], recompile_limit,
                                     name, state)
     return OptimizedModule(model, core) if is_module else CompiledFunction(model, core)
 

@@ -138,16 +138,16 @@ def test_compile_module_and_function():
 
 
 def test_compile_batch_size_is_symbolic_after_two_captures():
-    # dynamic=None (torch.compile's automatic dynamic): two batch sizes captured, then one graph.
+    # dynamic=True: two batch sizes captured, then one graph.
     ts.manual_seed(0)
     net = Net()
-    fast = ts.compile(net)
+    fast = ts.compile(net, dynamic=True)
     for b in (4, 6, 9, 13, 9):
         x = ts.randn(b, 8)
         assert ts.equal(fast(x), net(x)), b
     s = fast.stats()
     assert s["captures"] == 2 and s["symbolic_variants"] == 1 and s["batch_instances"] == 2, s
-    static = ts.compile(net, dynamic=False)
+    static = ts.compile(net)  # dynamic=None: static
     for b in (4, 6, 9):
         static(ts.randn(b, 8))
     assert static.stats()["captures"] == 3 and static.stats()["symbolic_variants"] == 0

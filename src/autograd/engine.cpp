@@ -23,6 +23,12 @@ thread_local bool t_releases_after_apply = false;  // apply_context.h
 }  // namespace
 
 bool releases_saved_after_apply() { return t_releases_after_apply; }
+
+namespace {
+std::atomic<uint64_t> g_user_code_epoch{0};  // apply_context.h
+}  // namespace
+uint64_t user_code_epoch() { return g_user_code_epoch.load(std::memory_order_relaxed); }
+void note_user_code() { g_user_code_epoch.fetch_add(1, std::memory_order_relaxed); }
 namespace {
 
 thread_local bool t_anomaly = false;
@@ -242,7 +248,7 @@ std::vector<Tensor> run(const std::vector<Edge>& roots, const std::vector<Tensor
     std::vector<Tensor> outs;
     if (any_grad) {
       const bool outer = t_releases_after_apply;
-      t_releases_after_apply = !keep_graph;
+      t_releases_after_apply = !keep_graph && !batched;
       try {
         outs = batched ? node->apply_batched(std::move(grads), batch) : node->apply(std::move(grads));
       } catch (...) {

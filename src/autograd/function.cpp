@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 
+#include "autograd/apply_context.h"
 #include "autograd/saved_tensor.h"
 #include "autograd/view_tracking.h"
 
@@ -187,6 +188,7 @@ std::vector<Tensor> apply_custom_function(std::string node_name, const std::vect
     }
   }
 
+  note_user_code();  // Note [Fake data]: its backward is user code
   auto node = std::make_shared<CustomFunctionNode>(node_name, ctx, backward, once_differentiable);
   for (const Tensor& in : inputs) node->next_edges.push_back(gradient_edge(in));  // the inputs' histories before
   for (size_t i = 0; i < outs.size(); ++i) {

@@ -2,6 +2,8 @@
 // hooks (Note [Saved tensor hooks]).
 #include "autograd/saved_tensor.h"
 
+#include "autograd/apply_context.h"
+
 #include "autograd/accumulate_grad.h"
 
 namespace tessera::autograd {
@@ -22,6 +24,7 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output_of_node) : version_(t.d
   if (const SavedTensorHooks* hooks = current_saved_tensor_hooks()) {
     // Note [Saved tensor hooks]: the graph keeps what pack returns and where the tensor stood.
     hooked_ = true;
+    note_user_code();  // Note [Fake data]
     if (AutogradMeta* m = meta_of(t)) {
       requires_grad_ = t.requires_grad();
       output_nr_ = m->output_nr;

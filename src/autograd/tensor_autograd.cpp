@@ -1,5 +1,6 @@
 // The Tensor's autograd methods (tensor.h "autograd"), and the in-place checks the op layer calls.
 #include "autograd/accumulate_grad.h"
+#include "autograd/apply_context.h"
 #include "autograd/graph.h"
 #include "autograd/view_tracking.h"
 #include "ops/autograd_hook.h"
@@ -77,6 +78,7 @@ void Tensor::retain_grad() const {
   AutogradMeta& m = ensure_meta(*this);
   if (!m.grad_fn || m.retains_grad) return;  // leaves keep their grad anyway
   m.retains_grad = true;
+  autograd::note_user_code();  // Note [Fake data]
   m.retain_hook_id = autograd::next_hook_id();
   std::weak_ptr<TensorImpl> weak = impl_ptr();
   m.grad_fn->pre_hooks[m.output_nr].emplace_back(m.retain_hook_id, [weak](const Tensor& g) {
@@ -106,6 +108,7 @@ uint64_t Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const 
   (void)grad_fn();  // a view's history is current first (Note [View tracking])
   AutogradMeta& m = ensure_meta(*this);
   uint64_t id = autograd::next_hook_id();
+  autograd::note_user_code();  // Note [Fake data]
   if (m.grad_fn) m.grad_fn->pre_hooks[m.output_nr].emplace_back(id, std::move(hook));
   else m.leaf_hooks.emplace_back(id, std::move(hook));
   return id;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "autograd/apply_context.h"
 #include "compile/node_runner.h"
 #include "ops/op_scope.h"
 #include "ops/trace_hook.h"
@@ -425,7 +426,7 @@ bool outputs_are_fresh(const Graph& g) {
 // Note [Joint graph]: the backward of a captured forward, captured by running the engine once over
 // the forward's autograd graph (autograd::grad from the differentiable outputs to the inputs that
 // require grad, with placeholder output gradients).
-void capture_backward(CaptureStage& fwd, CaptureResult& r) {
+void capture_backward(CaptureStage& fwd, CaptureResult& r, bool fake_ok) {
   const Graph& g = r.graph;
   if (!is_grad_enabled()) return;
   if (!outputs_are_fresh(g)) {
@@ -461,7 +462,10 @@ void capture_backward(CaptureStage& fwd, CaptureResult& r) {
   // Note [Fake data]: first over fake data (no kernel runs, no gradient is allocated); where that
   // pass cannot finish (a derivative that reads data on the host, or any other stop), once more for
   // real, which decides.
+  // Not where the forward attached user code to the graph (autograd/apply_context.h): hooks and
+  // custom functions would see fake gradients, and could keep them.
   for (const bool fake : {true, false}) {
+    if (fake && !fake_ok) continue;
     CaptureStage bwd(seeds, {}, &fwd);
     std::vector<Tensor> grads;
     r.grad_defined.clear();
@@ -508,6 +512,7 @@ CaptureResult capture_program(const std::vector<Tensor>& args, const NamedTensor
   TS_CHECK(!detail::t_capturing, ValueError, "compile: a capture is already running on this thread");
   CaptureStage stage(args, params);
   std::vector<Tensor> outputs;
+  const uint64_t user_code = autograd::user_code_epoch();
   {
     CaptureGuard guard(&stage);
     outputs = program();
@@ -515,7 +520,7 @@ CaptureResult capture_program(const std::vector<Tensor>& args, const NamedTensor
   stage.finish(outputs);
   CaptureResult r = std::move(stage.result());
   if (!r.complete) return r;
-  if (derive_backward) capture_backward(stage, r);
+  if (derive_backward) capture_backward(stage, r, autograd::user_code_epoch() == user_code);
   // The saved values become outputs of the forward graph after the program's own; DCE renumbers them.
   r.num_program_outputs = static_cast<int>(r.graph.outputs.size());
   if (r.has_backward)

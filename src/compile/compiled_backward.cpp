@@ -25,7 +25,8 @@ class CompiledBackwardNode final : public autograd::GraphNode {
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     TS_CHECK(!released_, ValueError, "CompiledFunctionBackward: trying to backward through the graph a second time "
-             "(or directly access saved tensors after they have already been freed); specify retain_graph=true");
+             "(or directly access saved tensors after they have already been freed); specify retain_graph=true",
+             failed_ ? " (an earlier backward through this node raised after it had freed them)" : "");
     TS_CHECK(!is_grad_enabled(), NotImplementedError,
              "CompiledFunctionBackward: a graph of the backward (create_graph=true) through a compiled function is "
              "not supported yet; call the function eagerly, or compile it with grad mode off");
@@ -37,9 +38,12 @@ class CompiledBackwardNode final : public autograd::GraphNode {
     // this call anyway, they go in by move and each is freed once the graph has read it.
     std::vector<Tensor> defined;
     if (autograd::releases_saved_after_apply()) {
-      released_ = true;
-      defined = execute(program_->graph, program_->plan, std::move(grads), {}, std::move(saved_));
+      std::vector<Tensor> saved = std::move(saved_);
       saved_.clear();
+      released_ = true;  // the tensors are gone even if the graph raises: a retry says so
+      failed_ = true;
+      defined = execute(program_->graph, program_->plan, std::move(grads), {}, std::move(saved));
+      failed_ = false;
     } else {
       defined = execute(program_->graph, program_->plan, std::move(grads), {}, saved_);
     }
@@ -59,6 +63,7 @@ class CompiledBackwardNode final : public autograd::GraphNode {
   std::shared_ptr<const BackwardProgram> program_;
   std::vector<Tensor> saved_;
   bool released_ = false;
+  bool failed_ = false;  // a backward that had moved the saved tensors in raised
 };
 
 }  // namespace

@@ -55,6 +55,17 @@ std::optional<BinaryOp> binary_of(const Node& n) {
 
 bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
 
+// Whether a and b broadcast to exactly `out` (no allocation): the recorded shape is the call's.
+bool broadcasts_to(const Shape& a, const Shape& b, const Shape& out) {
+  if (a.size() > out.size() || b.size() > out.size()) return false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1, y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    const int64_t o = out[out.size() - 1 - i];
+    if ((x != o && x != 1) || (y != o && y != 1) || (x != o && y != o)) return false;
+  }
+  return true;
+}
+
 // Where the op would run: the output's device; an operand is on it, or is a 0-dim CPU scalar
 // (Note [CPU scalars]), which the kernels read as the op passes it.
 bool on_device(const Tensor& t, const TensorMeta& out) { return t.device() == out.device || is_cpu_scalar(t); }
@@ -128,6 +139,7 @@ Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Ten
       const Tensor &a = in[0], &b = in[1];
       if (!a.defined() || !b.defined() || a.dtype() != b.dtype() || !is_floating_point(a.dtype()) ||
           out.dtype != (d.predicate ? kBool : a.dtype()) || !on_device(a, out) || !on_device(b, out) ||
+          !broadcasts_to(a.sizes(), b.sizes(), out.sizes) ||
           (grad_enabled && (a.requires_grad() || b.requires_grad())))
         return Tensor();
       const auto op = static_cast<BinaryOp>(d.op);

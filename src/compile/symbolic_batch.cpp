@@ -1,6 +1,7 @@
 // Symbolic batch sizes (symbolic_batch.h, Note [Symbolic batch]).
 #include "compile/symbolic_batch.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "ops/table/op_table.h"
@@ -92,7 +93,11 @@ void set_batch_ints(TensorMeta& m, const std::vector<int64_t>& ints) {
 Graph SymbolicGraph::at(int64_t batch) const {
   Graph g = base;
   std::vector<int64_t> v(ints.size());
-  for (size_t i = 0; i < ints.size(); ++i) v[i] = ints[i].at(batch);
+  for (size_t i = 0; i < ints.size(); ++i) {
+    v[i] = ints[i].at(batch);
+    TS_CHECK(ints[i].a == 0 || v[i] >= 2, ValueError, "an integer that depends on the batch size is ", v[i],
+             " at batch size ", batch, " (sizes 0 and 1 are specialized: this batch size is captured)");
+  }
   set_batch_ints(g, v);
   return g;
 }
@@ -155,6 +160,11 @@ std::optional<SymbolicGraph> unify_graphs(const Graph& g1, int64_t b1, const Gra
               std::to_string(i2[j]) + " at " + std::to_string(b2) + ": not a whole-number line in the batch size";
       a = AffineInt{};
     }
+    // An integer that depends on B and is 0 or 1 in a capture: specialized there (a size 1 broadcasts,
+    // a squeeze drops it), so not a line.
+    if (a->a != 0 && bad.empty() && (i1[j] < 2 || i2[j] < 2))
+      bad = site_text(g1, site) + " depends on the batch size and is " + std::to_string(std::min(i1[j], i2[j])) +
+            " in a capture: sizes 0 and 1 are specialized";
     s.symbolic += a->a != 0;
     s.ints.push_back(*a);
   });

@@ -99,3 +99,28 @@ TEST(FakeData, ADerivativeThatReadsDataIsTracedForReal) {
 }
 
 }  // namespace
+
+namespace {
+
+// User code attached to the graph in the forward (a tensor hook, retain_grad): the backward is traced
+// for real, so no hook ever sees, or keeps, a fake gradient.
+TEST(FakeData, ABackwardWithHooksIsTracedForReal) {
+  ts::Tensor x = ts::randn({4}).requires_grad_();
+  std::vector<ts::Tensor> seen;
+  ts::Tensor h;
+  tc::CaptureResult r = tc::capture_program({x}, {}, [&] {
+    h = x.exp();
+    h.retain_grad();
+    h.register_hook([&](const ts::Tensor& g) {
+      seen.push_back(g);
+      return ts::Tensor();
+    });
+    return std::vector<ts::Tensor>{(h * 3).sum()};
+  }, /*derive_backward=*/true);
+  ASSERT_TRUE(r.complete) << r.stop_reason;
+  EXPECT_FALSE(r.backward_over_fake_data);
+  for (const ts::Tensor& g : seen) EXPECT_FALSE(g.impl()->storage()->fake());
+  if (h.grad().defined()) EXPECT_FALSE(h.grad().impl()->storage()->fake());
+}
+
+}  // namespace
