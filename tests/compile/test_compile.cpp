@@ -9,6 +9,7 @@
 
 #include "common/test_util.h"
 #include "compile/bitwise.h"
+#include "compile/compile_warnings.h"
 #include "ops/attention_ops.h"
 #include "tessera/compile.h"
 #include "tessera/nn.h"
@@ -17,19 +18,7 @@ namespace ts = tessera;
 
 namespace {
 
-// Collects the compiler's warnings for the test's duration.
-struct Warnings {
-  std::vector<std::string> seen;
-  Warnings() {
-    ts::set_compile_warning_handler([this](const std::string& m) { seen.push_back(m); });
-  }
-  ~Warnings() { ts::set_compile_warning_handler(nullptr); }
-  bool any_contains(const std::string& s) const {
-    for (const std::string& w : seen)
-      if (w.find(s) != std::string::npos) return true;
-    return false;
-  }
-};
+using Warnings = tessera::testing::CompileWarnings;
 
 using tessera::testing::bitwise;
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compile/bitwise.h"
+#include "compile/compile_warnings.h"
 #include "compile/codegen_testing.h"
 #include "compile/model_testing.h"
 #include "compile/symbolic_batch.h"
@@ -22,18 +23,7 @@ using ts::testing::bitwise;
 
 namespace {
 
-struct Warnings {
-  std::vector<std::string> seen;
-  Warnings() {
-    ts::set_compile_warning_handler([this](const std::string& m) { seen.push_back(m); });
-  }
-  ~Warnings() { ts::set_compile_warning_handler(nullptr); }
-  bool any_contains(const std::string& s) const {
-    for (const std::string& w : seen)
-      if (w.find(s) != std::string::npos) return true;
-    return false;
-  }
-};
+using Warnings = tessera::testing::CompileWarnings;
 
 ts::CompileOptions dynamic_options(const char* backend = "eager") {
   ts::CompileOptions o;
