@@ -15,13 +15,16 @@ import time
 def commit_id(root):
     """The commit of the checkout at `root` as results record it: TESSERA_COMMIT when set (a copy of the
     tree whose git metadata lags behind it), else the short HEAD, with "-dirty" when tracked files differ
-    from it (the figures then belong to no commit); None without git."""
+    from it (the figures then belong to no commit); None without git. Files under bench/results/ do not
+    count: they are what the suites write, so a second suite of the same run, after the first rewrote
+    its file, still measures the commit's code."""
     if os.environ.get("TESSERA_COMMIT"):
         return os.environ["TESSERA_COMMIT"]
     try:
         head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--",
+                                ".", ":(exclude)bench/results"],
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
