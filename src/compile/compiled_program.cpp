@@ -456,7 +456,8 @@ std::string CompiledProgram::explain(const std::vector<Tensor>& args, const std:
     }
     os << " " << v.graph.nodes.size() << " nodes (" << v.verified.reinferred << " re-inferred by the meta functions), "
        << "intermediates: " << v.plan.memory.buffers << " buffers, peak " << v.plan.memory.peak_bytes << " bytes of "
-       << v.plan.memory.total_bytes << "\n"
+       << v.plan.memory.total_bytes << ", " << v.plan.memory.planned << " of them in a planned arena of "
+       << v.plan.memory.arena_bytes << " bytes\n"
        << v.graph.to_text();
     if (v.fused) {
       if (v.fused_graph.nodes.size() != v.graph.nodes.size())

@@ -115,13 +115,13 @@ DirectCall plan_direct_call(const Graph& g, const Node& n) {
 }
 
 Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Tensor>& in, const TensorMeta& out,
-                       bool grad_enabled) {
+                       bool grad_enabled, const Tensor& into) {
   switch (d.kind) {
     case DirectCall::Kind::None:
       return Tensor();
     case DirectCall::Kind::Fill: {
       if (in.empty() || in[0].defined()) return Tensor();
-      Tensor t = empty_as(out);
+      Tensor t = into.defined() ? into : empty_as(out);
       fill_kernel(t.device(), t, n.attrs.scalars[0]);
       t.impl()->bump_version();  // as fill_ does
       return t;
@@ -131,7 +131,7 @@ Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Ten
       if (!x.defined() || x.dtype() != out.dtype || !is_floating_point(x.dtype()) || x.device() != out.device ||
           x.sizes() != out.sizes || (grad_enabled && x.requires_grad()))
         return Tensor();
-      Tensor t = empty_as(out);
+      Tensor t = into.defined() ? into : empty_as(out);
       unary_kernel(out.device, t, x, static_cast<UnaryOp>(d.op), UnaryParams{});
       return t;
     }
@@ -146,7 +146,7 @@ Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Ten
       BinaryParams p;
       if ((op == BinaryOp::Add || op == BinaryOp::Sub) && !n.attrs.scalars.empty()) p.alpha = n.attrs.scalars[0];
       if (op == BinaryOp::ThresholdBackward) p.threshold = n.attrs.scalars[0].to_double();
-      Tensor t = empty_as(out);
+      Tensor t = into.defined() ? into : empty_as(out);
       binary_kernel(out.device, t, a, b, op, p);
       return t;
     }
@@ -156,7 +156,7 @@ Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Ten
       for (const Tensor& t : in)
         if (t.defined() && (t.device() != out.device || (grad_enabled && t.requires_grad()))) return Tensor();
       const auto op = static_cast<TernaryOp>(d.op);
-      Tensor t = empty_as(out);
+      Tensor t = into.defined() ? into : empty_as(out);
       if (op == TernaryOp::Where) {
         if (in[0].dtype() != out.dtype || in[1].dtype() != out.dtype || in[2].dtype() != kBool) return Tensor();
         ternary_kernel(out.device, t, in[2], in[0], in[1], op, TernaryParams{});

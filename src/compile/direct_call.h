@@ -39,7 +39,9 @@ DirectCall plan_direct_call(const Graph& g, const Node& n);
 // Runs a planned direct call when the inputs meet its conditions (their dtypes and devices as the
 // slot needs; no input requiring grad while grad mode is on); returns the output, or an undefined
 // tensor when the node must run through its op after all. The caller checks that no stage watches.
+// `into`, when defined, is the output's planned buffer (Note [Planned buffers] in executor.h), of
+// `out`'s layout; otherwise the output is allocated.
 Tensor run_direct_call(const DirectCall& d, const Node& n, const std::vector<Tensor>& in, const TensorMeta& out,
-                       bool grad_enabled);
+                       bool grad_enabled, const Tensor& into = Tensor());
 
 }  // namespace tessera::compiler

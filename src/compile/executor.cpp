@@ -11,6 +11,8 @@
 #include "compile/node_runner.h"
 #include "ops/dispatch_depth.h"
 #include "runtime/grad_mode.h"
+#include "runtime/storage.h"
+#include "tensor/tensor_impl.h"
 #include "tessera/functions.h"
 
 namespace tessera::compiler {
@@ -86,6 +88,77 @@ bool direct_calls_enabled() {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   return on;
+}
+
+// TESSERA_PLANNED_BUFFERS=0: every intermediate from the caching allocator (Note [Planned buffers]).
+bool planned_buffers_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_PLANNED_BUFFERS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+constexpr int64_t kArenaAlignment = 256;
+
+// Note [Planned buffers]: which intermediates go into the arena, and where. `made_by` is the step
+// that writes each value (-1: an input or a value no step of the executor's own makes).
+void plan_arena(const Graph& g, ExecutionPlan& p, const std::vector<int>& made_by, const std::vector<char>& own_reader_only) {
+  MemoryPlan& m = p.memory;
+  m.arena_offset.assign(g.values.size(), -1);
+  if (!planned_buffers_enabled()) return;
+  const int end = static_cast<int>(p.steps.size());
+  std::vector<char> cached(g.values.size(), 0);
+  for (int v : p.cached_values) cached[v] = 1;
+  struct Item {
+    int value;
+    int64_t bytes;
+    int first, last;
+    int64_t offset = -1;
+  };
+  std::vector<Item> items;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (made_by[v] < 0 || !own_reader_only[v] || cached[v] || p.last_use[v] >= end) continue;
+    const int64_t bytes = g.values[v].meta.span_bytes();
+    if (bytes <= 0) continue;
+    items.push_back({static_cast<int>(v), (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment, made_by[v],
+                     std::max(p.last_use[v], made_by[v])});
+  }
+  if (items.empty()) return;
+  // One arena, on the device with the most planned bytes (a graph's 0-dim CPU scalars stay apart).
+  Device dev = g.values[items[0].value].meta.device;
+  {
+    std::vector<std::pair<Device, int64_t>> per;
+    for (const Item& it : items) {
+      const Device d = g.values[it.value].meta.device;
+      auto f = std::find_if(per.begin(), per.end(), [&](const auto& e) { return e.first == d; });
+      if (f == per.end()) per.emplace_back(d, it.bytes);
+      else f->second += it.bytes;
+    }
+    dev = std::max_element(per.begin(), per.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+  }
+  items.erase(std::remove_if(items.begin(), items.end(), [&](const Item& it) { return g.values[it.value].meta.device != dev; }),
+              items.end());
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  std::vector<const Item*> placed, overlapping;
+  for (Item& it : items) {
+    overlapping.clear();
+    for (const Item* q : placed)
+      if (q->first <= it.last && it.first <= q->last) overlapping.push_back(q);
+    std::sort(overlapping.begin(), overlapping.end(), [](const Item* a, const Item* b) { return a->offset < b->offset; });
+    int64_t at = 0;
+    for (const Item* q : overlapping) {
+      if (q->offset >= at + it.bytes) break;  // the gap before q fits
+      at = std::max(at, q->offset + q->bytes);
+    }
+    it.offset = at;
+    placed.push_back(&it);
+    m.arena_bytes = std::max(m.arena_bytes, at + it.bytes);
+    m.arena_offset[it.value] = at;
+    m.planned_bytes += it.bytes;
+    ++m.planned;
+  }
+  m.arena_device = dev;
 }
 
 }  // namespace
@@ -242,6 +315,28 @@ ExecutionPlan plan_execution(const Graph& g, const FusionPlan* fusion, const std
           std::find(p.release_after[i].begin(), p.release_after[i].end(), v) == p.release_after[i].end())
         p.release_after[i].push_back(v);
   }
+  // Note [Planned buffers]: the values a generated kernel or a direct call writes, and whether every
+  // step that reads them is one too.
+  {
+    std::vector<int> made_by(g.values.size(), -1);
+    std::vector<char> own_reader_only(g.values.size(), 1);
+    for (int i = 0; i < end; ++i) {
+      const Step& s = p.steps[i];
+      if (s.node >= 0) {
+        const Node& n = g.nodes[s.node];
+        const bool own = p.direct[s.node].kind != DirectCall::Kind::None;
+        if (own && n.outputs.size() == 1) made_by[n.outputs[0]] = i;
+        if (!own)
+          for (int v : n.inputs)
+            if (v >= 0) own_reader_only[v] = 0;
+      } else {
+        const std::vector<KernelOperand>& ops = (*p.kernels)[s.kernel].spec.operands;
+        for (size_t o = 0; o < ops.size(); ++o)
+          if (ops[o].output) made_by[p.kernel_operands[s.kernel][o]] = i;
+      }
+    }
+    plan_arena(g, p, made_by, own_reader_only);
+  }
   return p;
 }
 
@@ -297,6 +392,20 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, std::vect
   // Note [Direct kernel calls]: not while a stage (the profiler, a tracer) watches the ops.
   const bool direct = !detail::op_stages_installed();
   const bool grad_on = is_grad_enabled();
+  // Note [Planned buffers]: only where autograd records nothing.
+  std::shared_ptr<Storage> arena;
+  if (plan.memory.arena_bytes > 0 && direct) {
+    bool records = false;
+    if (grad_on)
+      for (const GraphInput& in : g.inputs) records = records || (vals[in.value].defined() && vals[in.value].requires_grad());
+    if (!records) arena = std::make_shared<Storage>(static_cast<size_t>(plan.memory.arena_bytes), plan.memory.arena_device);
+  }
+  auto planned = [&](int v) -> Tensor {
+    if (!arena || plan.memory.arena_offset[v] < 0) return Tensor();
+    const TensorMeta& m = g.values[v].meta;
+    return Tensor(std::make_shared<TensorImpl>(arena, m.dtype, m.sizes, m.strides,
+                                               plan.memory.arena_offset[v] / static_cast<int64_t>(element_size(m.dtype))));
+  };
   std::vector<Tensor> ins;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
@@ -310,13 +419,18 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, std::vect
       for (int v : n.inputs) ins.push_back(v >= 0 ? vals[v] : Tensor());
       const DirectCall& d = plan.direct[s.node];
       Tensor t;
-      if (direct && d.kind != DirectCall::Kind::None) t = run_direct_call(d, n, ins, plan.output_meta[s.node][0], grad_on);
+      if (direct && d.kind != DirectCall::Kind::None)
+        t = run_direct_call(d, n, ins, plan.output_meta[s.node][0], grad_on, planned(n.outputs[0]));
       if (t.defined()) {
         vals[n.outputs[0]] = std::move(t);
       } else {
         std::vector<Tensor> outs = plan.replay[s.node]->run(n.op, ins, n.attrs, plan.output_meta[s.node]);
         TS_CHECK(outs.size() == n.outputs.size(), ValueError, "compile: ", op_name(n.op), " returned ", outs.size(),
                  " outputs, the graph expects ", n.outputs.size());
+        if (arena)  // Note [Planned buffers]: an op never hands back the arena
+          for (const Tensor& o : outs)
+            TS_CHECK(!o.defined() || o.impl()->storage() != arena, ValueError, "compile: ", op_name(n.op),
+                     " returned a view of the executor's planned buffers; this is a bug of the memory plan");
         for (size_t k = 0; k < outs.size(); ++k) vals[n.outputs[k]] = std::move(outs[k]);
       }
     } else {
@@ -326,7 +440,8 @@ std::vector<Tensor> execute(const Graph& g, const ExecutionPlan& plan, std::vect
         const int v = operands[o];
         if (k.spec.operands[o].output) {
           const TensorMeta& m = g.values[v].meta;
-          vals[v] = empty_strided(m.sizes, m.strides, TensorOptions(m.dtype, m.device));
+          vals[v] = planned(v);
+          if (!vals[v].defined()) vals[v] = empty_strided(m.sizes, m.strides, TensorOptions(m.dtype, m.device));
         }
         ins.push_back(vals[v]);
       }

@@ -7,7 +7,9 @@
 // (Note [Direct kernel calls] in direct_call.h; TESSERA_DIRECT_CALLS=0 turns that off, for
 // comparisons). The plan is made once per graph (ExecutionPlan): the steps in the order they run, where each input
 // comes from, the last step that reads each value, and the memory the intermediates need (MemoryPlan:
-// the peak of the bytes live at once, by liveness, against the sum over all of them). With fusion the
+// the peak of the bytes live at once, by liveness, against the sum over all of them; the arena of the
+// intermediates the executor makes and reads itself, Note [Planned buffers]; TESSERA_PLANNED_BUFFERS=0
+// turns it off, for comparisons). With fusion the
 // steps are a topological order of the graph with each group contracted to one step, the order of the
 // program wherever the dependences allow (Note [Fusion by bytes saved] says why no side effect moves).
 // Autograd records eager steps as it records eager ops, so a compiled forward on the eager backend is
@@ -23,10 +25,27 @@
 
 namespace tessera::compiler {
 
+// Note [Planned buffers]: the intermediates that only the executor's own code touches (made by a
+// generated kernel or a direct kernel call, read only by generated kernels and direct calls, not
+// returned, not kept by the parameter cache) are placed in one arena by their lifetimes: each gets a
+// byte offset (a multiple of 256) such that no two whose steps overlap share a byte, largest first at
+// the lowest offset that fits (a greedy interval packing). At each call the executor takes the arena
+// as one allocation and makes these tensors as views of it; every other intermediate comes from the
+// caching allocator and is released after its last reader. No op ever sees an arena tensor, so none
+// can keep one (autograd's saved tensors), return one as its own output or compare storages; the
+// arena is used only where autograd records nothing (grad mode off, or no graph input requiring grad),
+// since a direct call that falls back to its op would otherwise let autograd save an arena tensor.
+// A fallback that returned an arena tensor would raise (it cannot: the ops allocate their outputs).
 struct MemoryPlan {
   int64_t peak_bytes = 0;    // the most bytes of intermediates alive at once
   int64_t total_bytes = 0;   // the sum over every intermediate that owns its storage
   int buffers = 0;           // how many intermediates own their storage (views and in-place results do not)
+  // Note [Planned buffers].
+  int planned = 0;                     // intermediates placed in the arena
+  int64_t planned_bytes = 0;           // their bytes summed (what separate buffers would take)
+  int64_t arena_bytes = 0;             // the arena's size: at least the most of them alive at once
+  Device arena_device = kCPU;
+  std::vector<int64_t> arena_offset;   // per value: its byte offset in the arena; -1: not planned
 };
 
 struct OpReplay;
